@@ -1,1 +1,202 @@
-fn main() {}
+//! Project automation, run as `cargo xtask <task>` (aliased in `.cargo/config.toml`).
+//!
+//! `cargo xtask ci` runs exactly what CI runs; every other task is a piece of it or a tool for
+//! iterating. The tasks shell out to `cargo` with the same toolchain that invoked us and never
+//! download anything.
+
+mod rfc;
+#[cfg(test)]
+mod tidy;
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+/// Crates whose concurrency boundaries have loom models (`<crate>/tests/loom.rs`).
+const LOOM_CRATES: &[&str] = &["barrier", "recoverable", "publisher"];
+
+/// Loom preemption bound used in CI. With 2 a full model of each boundary finishes in well
+/// under a minute per crate on 2 cores; 3 finds nothing more in these models and takes ~10x.
+pub(crate) const LOOM_MAX_PREEMPTIONS: &str = "2";
+
+const TASKS: &[(&str, &str)] = &[
+    ("ci", "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables"),
+    ("test [crate]", "the test suite of the workspace or of one crate (folder name)"),
+    ("loom [crate]", "the loom models (all loom crates, or one)"),
+    ("rfc NNNN [--strict]", "run the tests an RFC table names and print id, test, result"),
+    ("bench [name]", "run one criterion benchmark (or list them); prints ratios vs baselines"),
+];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let root = project_root();
+    env::set_current_dir(&root)?;
+    match args.first().map(String::as_str) {
+        None | Some("help" | "-h" | "--help") => {
+            print_tasks();
+            Ok(())
+        }
+        Some("ci") => ci(&root),
+        Some("test") => test(args.get(1).map(String::as_str)),
+        Some("loom") => loom(args.get(1).map(String::as_str)),
+        Some("rfc") => {
+            let Some(number) = args.get(1) else {
+                bail!("usage: cargo xtask rfc NNNN [--strict]")
+            };
+            let strict = args.iter().any(|a| a == "--strict");
+            rfc::run(&root, number, strict)
+        }
+        Some("bench") => bench(&root, args.get(1).map(String::as_str)),
+        Some(other) => {
+            print_tasks();
+            bail!("unknown task `{other}`")
+        }
+    }
+}
+
+fn print_tasks() {
+    println!("cargo xtask <task>\n\ntasks:");
+    for (name, what) in TASKS {
+        println!("  {name:<22} {what}");
+    }
+}
+
+pub(crate) fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives one level below the workspace root")
+        .to_path_buf()
+}
+
+fn ci(root: &Path) -> Result<()> {
+    let started = Instant::now();
+    step("fmt", || cargo(&["fmt", "--all", "--", "--check"]))?;
+    step("clippy", || {
+        cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+    })?;
+    step("test (unit, integration, doc, tidy)", || test(None))?;
+    step("loom", || loom(None))?;
+    step("rustdoc", || {
+        cargo_env(
+            &["doc", "--workspace", "--no-deps", "--locked"],
+            &[("RUSTDOCFLAGS", "-D warnings")],
+        )
+    })?;
+    step("rfc 0054", || rfc::run(root, "0054", false))?;
+    step("rfc 0056", || rfc::run(root, "0056", false))?;
+    println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
+    Ok(())
+}
+
+fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    println!("\n==> {name}");
+    let started = Instant::now();
+    let result = f().with_context(|| format!("ci step `{name}` failed"));
+    println!("<== {name}: {:.1?}", started.elapsed());
+    result
+}
+
+fn test(krate: Option<&str>) -> Result<()> {
+    match krate {
+        None => cargo(&["test", "--workspace", "--locked", "--no-fail-fast"]),
+        Some(k) => cargo(&["test", "--locked", "-p", &package(k)]),
+    }
+}
+
+fn loom(krate: Option<&str>) -> Result<()> {
+    let crates: Vec<&str> = match krate {
+        Some(k) => vec![k],
+        None => LOOM_CRATES.to_vec(),
+    };
+    let target = loom_target_dir();
+    for k in crates {
+        if !Path::new(k).join("tests/loom.rs").exists() {
+            println!("loom: {k} has no tests/loom.rs yet");
+            continue;
+        }
+        cargo_env(
+            &["test", "--locked", "--release", "-p", &package(k), "--test", "loom"],
+            &[
+                ("RUSTFLAGS", "--cfg loom"),
+                ("CARGO_TARGET_DIR", target.to_str().context("target dir is not UTF-8")?),
+                ("LOOM_MAX_PREEMPTIONS", LOOM_MAX_PREEMPTIONS),
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// Loom builds use `--cfg loom`, which changes every crate's fingerprint; a separate target dir
+/// keeps them from invalidating the ordinary build cache.
+pub(crate) fn loom_target_dir() -> PathBuf {
+    let base = env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| project_root().join("target"));
+    base.join("loom")
+}
+
+fn bench(root: &Path, name: Option<&str>) -> Result<()> {
+    let mut benches = Vec::new();
+    for entry in std::fs::read_dir(root)? {
+        let dir = entry?.path();
+        let Ok(files) = std::fs::read_dir(dir.join("benches")) else {
+            continue;
+        };
+        for file in files {
+            let file = file?.path();
+            if file.extension().is_some_and(|e| e == "rs") {
+                let krate = dir.file_name().unwrap().to_string_lossy().into_owned();
+                let stem = file.file_stem().unwrap().to_string_lossy().into_owned();
+                benches.push((krate, stem));
+            }
+        }
+    }
+    benches.sort();
+    let Some(name) = name else {
+        println!("benchmarks (cargo xtask bench NAME):");
+        for (krate, stem) in &benches {
+            println!("  {stem:<20} ({krate})");
+        }
+        return Ok(());
+    };
+    let Some((krate, stem)) = benches.iter().find(|(_, s)| s == name) else {
+        bail!("no benchmark named `{name}`; `cargo xtask bench` lists them")
+    };
+    cargo(&["bench", "--locked", "-p", &package(krate), "--bench", stem])
+}
+
+fn package(folder: &str) -> String {
+    format!("ourios-{folder}")
+}
+
+pub(crate) fn cargo(args: &[&str]) -> Result<()> {
+    cargo_env(args, &[])
+}
+
+pub(crate) fn cargo_env(args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    println!("$ cargo {}", args.join(" "));
+    let status = cmd.status().context("could not run cargo")?;
+    if !status.success() {
+        bail!("`cargo {}` exited with {status}", args.join(" "));
+    }
+    Ok(())
+}

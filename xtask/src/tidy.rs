@@ -1,0 +1,110 @@
+//! Tidy checks: ordinary tests that keep the tree honest, run by `cargo test` (and so by
+//! `cargo xtask ci`). Each one names what it found wrong and where.
+
+use std::path::{Path, PathBuf};
+
+use crate::rfc;
+
+const CRATES: &[&str] = &["wal", "miner", "sinks", "barrier", "publisher", "recoverable", "node"];
+
+fn root() -> PathBuf {
+    crate::project_root()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if path.file_name().is_some_and(|n| n != "target") {
+                rust_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every crate's `lib.rs` opens with a contract doc of at least three `//!` lines.
+/// Mutation check: delete the `//!` header of any crate's lib.rs and this fails naming it.
+#[test]
+fn tidy_every_crate_has_a_contract_doc() {
+    for krate in CRATES {
+        let lib = root().join(krate).join("src/lib.rs");
+        let text = std::fs::read_to_string(&lib).unwrap_or_default();
+        let doc_lines = text.lines().take_while(|l| l.starts_with("//!")).count();
+        assert!(doc_lines >= 3, "{} must open with a contract doc (//!), found {doc_lines} lines", lib.display());
+    }
+}
+
+/// Every package is named `ourios-<folder>`.
+/// Mutation check: rename a package in its Cargo.toml.
+#[test]
+fn tidy_packages_are_named_after_folders() {
+    for krate in CRATES.iter().chain(&["xtask"]) {
+        let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!("name = \"ourios-{krate}\"")),
+            "{krate}/Cargo.toml must name the package ourios-{krate}"
+        );
+    }
+}
+
+/// The RFC tables parse, and every test they name exists as a `fn` in the named crate.
+/// Mutation check: rename a test function an RFC table names.
+#[test]
+fn tidy_rfc_tables_parse_and_name_existing_tests() {
+    for number in ["0052", "0054", "0056"] {
+        let path = rfc::rfc_file(&root(), number).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let rows = rfc::parse(&text, &path.display().to_string()).unwrap();
+        assert!(!rows.is_empty(), "{} has no criterion table", path.display());
+        for row in rows {
+            let mut files = Vec::new();
+            rust_files(&root().join(&row.krate), &mut files);
+            let sources: Vec<String> =
+                files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect();
+            for test in &row.tests {
+                let needle = format!("fn {test}(");
+                assert!(
+                    sources.iter().any(|s| s.contains(&needle)),
+                    "{}: row {} names `{test}` but no `fn {test}(` exists under {}/",
+                    path.display(),
+                    row.id,
+                    row.krate
+                );
+            }
+        }
+    }
+}
+
+/// No test is hidden with `#[ignore]`.
+/// Mutation check: add `#[ignore]` above any test.
+#[test]
+fn tidy_no_ignored_tests() {
+    let mut files = Vec::new();
+    for krate in CRATES {
+        rust_files(&root().join(krate), &mut files);
+    }
+    let attr = concat!("#[", "ignore");
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap_or_default();
+        assert!(!text.contains(attr), "{} hides a test with {attr}]", f.display());
+    }
+}
+
+/// Every metric name a crate declares (`"ourios.…"` in its `metrics.rs`) is listed in the
+/// README's metrics table, so operators can find what they scrape.
+/// Mutation check: add a metric constant without a README row.
+#[test]
+fn tidy_every_metric_is_in_the_readme() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    for krate in CRATES {
+        let Ok(text) = std::fs::read_to_string(root().join(krate).join("src/metrics.rs")) else {
+            continue;
+        };
+        for name in text.split('"').skip(1).step_by(2).filter(|s| s.starts_with("ourios.")) {
+            assert!(readme.contains(&format!("`{name}`")), "metric `{name}` ({krate}) is missing from README.md");
+        }
+    }
+}
