@@ -1,0 +1,506 @@
+//! Parquet encoding of record partitions and audit groups, and finding poisoned records.
+//!
+//! A record partition is one Arrow `RecordBatch` written by a synchronous `ArrowWriter` into a
+//! `Vec<u8>`, then stored with one put. The record schema is readable by any Parquet reader; the
+//! stable record id is the pair (`record_lsn`, `record_index`).
+
+use std::sync::Arc;
+
+use arrow_array::builder::{
+    FixedSizeBinaryBuilder, ListBuilder, MapBuilder, StringBuilder, TimestampNanosecondBuilder,
+};
+use arrow_array::{
+    ArrayRef, Int32Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt32Array,
+    UInt64Array,
+};
+use arrow_schema::{ArrowError, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::errors::ParquetError;
+use parquet::file::properties::WriterProperties;
+
+use crate::audit::{AuditEvent, AuditKind};
+use crate::types::{LogRecord, RecordId};
+
+/// Record schema column names (any Parquet reader sees these).
+pub mod columns {
+    /// Tenant name (Utf8).
+    pub const TENANT: &str = "tenant";
+    /// WAL frame lsn of the record id (UInt64).
+    pub const RECORD_LSN: &str = "record_lsn";
+    /// Index within the frame of the record id (UInt32).
+    pub const RECORD_INDEX: &str = "record_index";
+    /// Event time (Timestamp ns, UTC).
+    pub const TIME: &str = "time";
+    /// Observation time (Timestamp ns, UTC).
+    pub const OBSERVED_TIME: &str = "observed_time";
+    /// OTLP severity number (Int32).
+    pub const SEVERITY_NUMBER: &str = "severity_number";
+    /// OTLP severity text (Utf8).
+    pub const SEVERITY_TEXT: &str = "severity_text";
+    /// Template id (UInt64).
+    pub const TEMPLATE_ID: &str = "template_id";
+    /// Template version (UInt32).
+    pub const TEMPLATE_VERSION: &str = "template_version";
+    /// Template parameters (List<Utf8>).
+    pub const PARAMS: &str = "params";
+    /// Original body, when kept (nullable Utf8).
+    pub const BODY: &str = "body";
+    /// Log attributes (Map<Utf8, Utf8>).
+    pub const ATTRIBUTES: &str = "attributes";
+    /// Resource attributes (Map<Utf8, Utf8>).
+    pub const RESOURCE_ATTRIBUTES: &str = "resource_attributes";
+    /// Trace id (nullable FixedSizeBinary(16)).
+    pub const TRACE_ID: &str = "trace_id";
+    /// Span id (nullable FixedSizeBinary(8)).
+    pub const SPAN_ID: &str = "span_id";
+}
+
+/// Why the encoder rejected content.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// The observed time does not fit the nanosecond timestamp column.
+    #[error("observed time overflow: record {id} observed_time_unix_nano {nanos} is past i64::MAX")]
+    ObservedTimeOverflow {
+        /// The record.
+        id: RecordId,
+        /// The value that did not fit.
+        nanos: u64,
+    },
+    /// The event time does not fit the nanosecond timestamp column (normally caught earlier by
+    /// [`PartitionKey::derive`](crate::PartitionKey::derive)).
+    #[error("time overflow: record {id} time_unix_nano {nanos} is past i64::MAX")]
+    TimeOverflow {
+        /// The record.
+        id: RecordId,
+        /// The value that did not fit.
+        nanos: u64,
+    },
+    /// One record's string data exceeds what a Utf8 column chunk can address (i32 offsets).
+    #[error(
+        "value too large: record {id} carries {bytes} bytes of strings, over the i32 offset range"
+    )]
+    ValueTooLarge {
+        /// The record.
+        id: RecordId,
+        /// Its string bytes.
+        bytes: usize,
+    },
+    /// Arrow refused to build a column or batch.
+    #[error("arrow rejected the batch: {0}")]
+    Arrow(#[from] ArrowError),
+    /// The Parquet writer failed.
+    #[error("parquet rejected the batch: {0}")]
+    Parquet(#[from] ParquetError),
+}
+
+impl EncodeError {
+    /// The `error.type` label a quarantine for this reason is counted under.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::ObservedTimeOverflow { .. } => "observed_time_overflow",
+            Self::TimeOverflow { .. } => "time_overflow",
+            Self::ValueTooLarge { .. } => "value_too_large",
+            Self::Arrow(_) => "arrow",
+            Self::Parquet(_) => "parquet",
+        }
+    }
+}
+
+/// Writer properties: ZSTD (default level) or uncompressed.
+fn properties(zstd: bool) -> WriterProperties {
+    let compression = if zstd {
+        Compression::ZSTD(ZstdLevel::default())
+    } else {
+        Compression::UNCOMPRESSED
+    };
+    WriterProperties::builder()
+        .set_compression(compression)
+        .build()
+}
+
+fn nanos_i64(nanos: u64) -> Option<i64> {
+    i64::try_from(nanos).ok()
+}
+
+/// Check one record against everything the encoder requires of a single row.
+///
+/// A record that passes can still be rejected as part of a batch only by a failure that is not
+/// its own (which [`find_poisoned`] tells apart by bisecting).
+pub fn validate_record(record: &LogRecord) -> Result<(), EncodeError> {
+    if nanos_i64(record.time_unix_nano).is_none() {
+        return Err(EncodeError::TimeOverflow {
+            id: record.id,
+            nanos: record.time_unix_nano,
+        });
+    }
+    if nanos_i64(record.observed_time_unix_nano).is_none() {
+        return Err(EncodeError::ObservedTimeOverflow {
+            id: record.id,
+            nanos: record.observed_time_unix_nano,
+        });
+    }
+    let bytes = record.estimated_bytes();
+    if i32::try_from(bytes).is_err() {
+        return Err(EncodeError::ValueTooLarge {
+            id: record.id,
+            bytes,
+        });
+    }
+    Ok(())
+}
+
+fn string_map<'a>(
+    rows: impl Iterator<Item = &'a [(String, String)]>,
+) -> Result<ArrayRef, ArrowError> {
+    let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    for pairs in rows {
+        for (k, v) in pairs {
+            b.keys().append_value(k);
+            b.values().append_value(v);
+        }
+        b.append(true)?;
+    }
+    Ok(Arc::new(b.finish()))
+}
+
+fn batch_of(columns: Vec<(&str, ArrayRef, bool)>) -> Result<RecordBatch, ArrowError> {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, array, nullable)| Field::new(*name, array.data_type().clone(), *nullable))
+        .collect();
+    let schema = Arc::new(Schema::new(fields));
+    RecordBatch::try_new(schema, columns.into_iter().map(|(_, a, _)| a).collect())
+}
+
+/// Build the Arrow batch of `records` in the record schema.
+pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeError> {
+    for r in records {
+        validate_record(r)?;
+    }
+    let mut time = TimestampNanosecondBuilder::with_capacity(records.len());
+    let mut observed = TimestampNanosecondBuilder::with_capacity(records.len());
+    for r in records {
+        // Validated above: both fit an i64.
+        time.append_option(nanos_i64(r.time_unix_nano));
+        observed.append_option(nanos_i64(r.observed_time_unix_nano));
+    }
+    let mut params = ListBuilder::new(StringBuilder::new());
+    for r in records {
+        for p in &r.params {
+            params.values().append_value(p);
+        }
+        params.append(true);
+    }
+    let mut trace = FixedSizeBinaryBuilder::new(16);
+    let mut span = FixedSizeBinaryBuilder::new(8);
+    for r in records {
+        match &r.trace_id {
+            Some(id) => trace.append_value(id)?,
+            None => trace.append_null(),
+        }
+        match &r.span_id {
+            Some(id) => span.append_value(id)?,
+            None => span.append_null(),
+        }
+    }
+    let columns: Vec<(&str, ArrayRef, bool)> = vec![
+        (
+            columns::TENANT,
+            Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.tenant.as_str()),
+            )),
+            false,
+        ),
+        (
+            columns::RECORD_LSN,
+            Arc::new(UInt64Array::from_iter_values(
+                records.iter().map(|r| r.id.lsn),
+            )),
+            false,
+        ),
+        (
+            columns::RECORD_INDEX,
+            Arc::new(UInt32Array::from_iter_values(
+                records.iter().map(|r| r.id.index),
+            )),
+            false,
+        ),
+        (
+            columns::TIME,
+            Arc::new(time.finish().with_timezone_utc()),
+            false,
+        ),
+        (
+            columns::OBSERVED_TIME,
+            Arc::new(observed.finish().with_timezone_utc()),
+            false,
+        ),
+        (
+            columns::SEVERITY_NUMBER,
+            Arc::new(Int32Array::from_iter_values(
+                records.iter().map(|r| r.severity_number),
+            )),
+            false,
+        ),
+        (
+            columns::SEVERITY_TEXT,
+            Arc::new(StringArray::from_iter_values(
+                records.iter().map(|r| r.severity_text.as_str()),
+            )),
+            false,
+        ),
+        (
+            columns::TEMPLATE_ID,
+            Arc::new(UInt64Array::from_iter_values(
+                records.iter().map(|r| r.template_id),
+            )),
+            false,
+        ),
+        (
+            columns::TEMPLATE_VERSION,
+            Arc::new(UInt32Array::from_iter_values(
+                records.iter().map(|r| r.template_version),
+            )),
+            false,
+        ),
+        (columns::PARAMS, Arc::new(params.finish()), false),
+        (
+            columns::BODY,
+            Arc::new(StringArray::from_iter(
+                records.iter().map(|r| r.body.as_deref()),
+            )),
+            true,
+        ),
+        (
+            columns::ATTRIBUTES,
+            string_map(records.iter().map(|r| r.attributes.as_slice()))?,
+            false,
+        ),
+        (
+            columns::RESOURCE_ATTRIBUTES,
+            string_map(records.iter().map(|r| r.resource_attributes.as_slice()))?,
+            false,
+        ),
+        (columns::TRACE_ID, Arc::new(trace.finish()), true),
+        (columns::SPAN_ID, Arc::new(span.finish()), true),
+    ];
+    Ok(batch_of(columns)?)
+}
+
+fn write_parquet(batch: &RecordBatch, zstd: bool) -> Result<Vec<u8>, EncodeError> {
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(zstd)))?;
+    writer.write(batch)?;
+    Ok(writer.into_inner()?)
+}
+
+/// Encode `records` as one Parquet file (ZSTD unless `zstd` is false).
+pub fn encode_records(records: &[LogRecord], zstd: bool) -> Result<Vec<u8>, EncodeError> {
+    write_parquet(&record_batch(records)?, zstd)
+}
+
+/// Find the records the encoder rejects: each per-record check first, then, if the rest still
+/// fails as a batch, bisection down to single records. Returns `(index, error)` pairs in index
+/// order; an empty result means `records` encodes as a whole.
+pub fn find_poisoned(records: &[LogRecord], zstd: bool) -> Vec<(usize, EncodeError)> {
+    let mut poisoned: Vec<(usize, EncodeError)> = Vec::new();
+    let mut clean: Vec<usize> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        match validate_record(r) {
+            Ok(()) => clean.push(i),
+            Err(e) => poisoned.push((i, e)),
+        }
+    }
+    bisect(records, &clean, zstd, &mut poisoned);
+    poisoned.sort_by_key(|(i, _)| *i);
+    poisoned
+}
+
+fn bisect(records: &[LogRecord], idx: &[usize], zstd: bool, out: &mut Vec<(usize, EncodeError)>) {
+    if idx.is_empty() {
+        return;
+    }
+    let subset: Vec<LogRecord> = idx.iter().map(|&i| records[i].clone()).collect();
+    match encode_records(&subset, zstd) {
+        Ok(_) => {}
+        Err(e) if idx.len() == 1 => out.push((idx[0], e)),
+        Err(_) => {
+            let (left, right) = idx.split_at(idx.len() / 2);
+            bisect(records, left, zstd, out);
+            bisect(records, right, zstd, out);
+        }
+    }
+}
+
+/// Audit schema column names.
+pub mod audit_columns {
+    /// Audit-sink sequence number (UInt64).
+    pub const SEQ: &str = "seq";
+    /// Tenant (Utf8).
+    pub const TENANT: &str = "tenant";
+    /// Event time (Timestamp ns, UTC).
+    pub const TIMESTAMP: &str = "timestamp";
+    /// `template_created`, `template_widened` or `record_quarantined` (Utf8).
+    pub const KIND: &str = "kind";
+    /// Template id (nullable UInt64).
+    pub const TEMPLATE_ID: &str = "template_id";
+    /// Template version created, or the new version of a widening (nullable UInt32).
+    pub const TEMPLATE_VERSION: &str = "template_version";
+    /// The old version of a widening (nullable UInt32).
+    pub const OLD_TEMPLATE_VERSION: &str = "old_template_version";
+    /// Template text created, or the new text of a widening (nullable Utf8).
+    pub const TEMPLATE: &str = "template";
+    /// The old text of a widening (nullable Utf8).
+    pub const OLD_TEMPLATE: &str = "old_template";
+    /// Quarantined record's frame lsn (nullable UInt64).
+    pub const RECORD_LSN: &str = "record_lsn";
+    /// Quarantined record's index (nullable UInt32).
+    pub const RECORD_INDEX: &str = "record_index";
+    /// Quarantined record's partition key text (nullable Utf8).
+    pub const PARTITION_KEY: &str = "partition_key";
+    /// Quarantine error text (nullable Utf8).
+    pub const ERROR: &str = "error";
+}
+
+/// Encode audit events (with their sequence numbers) as one Parquet file.
+///
+/// The caller derived the group's partition, so every timestamp fits `0..=i64::MAX`.
+pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>, EncodeError> {
+    let n = events.len();
+    let mut ts = Vec::with_capacity(n);
+    let mut kind = Vec::with_capacity(n);
+    let mut template_id = Vec::with_capacity(n);
+    let mut version = Vec::with_capacity(n);
+    let mut old_version = Vec::with_capacity(n);
+    let mut template: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut old_template: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut lsn = Vec::with_capacity(n);
+    let mut index = Vec::with_capacity(n);
+    let mut key: Vec<Option<&str>> = Vec::with_capacity(n);
+    let mut error: Vec<Option<&str>> = Vec::with_capacity(n);
+    for (_, e) in events {
+        ts.push(i64::try_from(e.timestamp_unix_nanos).ok());
+        kind.push(e.kind.name());
+        match &e.kind {
+            AuditKind::TemplateCreated {
+                template_id: id,
+                version: v,
+                template: t,
+            } => {
+                template_id.push(Some(*id));
+                version.push(Some(*v));
+                old_version.push(None);
+                template.push(Some(t.as_str()));
+                old_template.push(None);
+                lsn.push(None);
+                index.push(None);
+                key.push(None);
+                error.push(None);
+            }
+            AuditKind::TemplateWidened {
+                template_id: id,
+                old_version: ov,
+                new_version: nv,
+                old_template: ot,
+                new_template: nt,
+            } => {
+                template_id.push(Some(*id));
+                version.push(Some(*nv));
+                old_version.push(Some(*ov));
+                template.push(Some(nt.as_str()));
+                old_template.push(Some(ot.as_str()));
+                lsn.push(None);
+                index.push(None);
+                key.push(None);
+                error.push(None);
+            }
+            AuditKind::RecordQuarantined {
+                record_id,
+                partition_key,
+                error: err,
+            } => {
+                template_id.push(None);
+                version.push(None);
+                old_version.push(None);
+                template.push(None);
+                old_template.push(None);
+                lsn.push(Some(record_id.lsn));
+                index.push(Some(record_id.index));
+                key.push(Some(partition_key.as_str()));
+                error.push(Some(err.as_str()));
+            }
+        }
+    }
+    let columns: Vec<(&str, ArrayRef, bool)> = vec![
+        (
+            audit_columns::SEQ,
+            Arc::new(UInt64Array::from_iter_values(
+                events.iter().map(|(s, _)| *s),
+            )),
+            false,
+        ),
+        (
+            audit_columns::TENANT,
+            Arc::new(StringArray::from_iter_values(
+                events.iter().map(|(_, e)| e.tenant.as_str()),
+            )),
+            false,
+        ),
+        (
+            audit_columns::TIMESTAMP,
+            Arc::new(TimestampNanosecondArray::from(ts).with_timezone_utc()),
+            true,
+        ),
+        (
+            audit_columns::KIND,
+            Arc::new(StringArray::from_iter_values(kind)),
+            false,
+        ),
+        (
+            audit_columns::TEMPLATE_ID,
+            Arc::new(UInt64Array::from(template_id)),
+            true,
+        ),
+        (
+            audit_columns::TEMPLATE_VERSION,
+            Arc::new(UInt32Array::from(version)),
+            true,
+        ),
+        (
+            audit_columns::OLD_TEMPLATE_VERSION,
+            Arc::new(UInt32Array::from(old_version)),
+            true,
+        ),
+        (
+            audit_columns::TEMPLATE,
+            Arc::new(StringArray::from(template)),
+            true,
+        ),
+        (
+            audit_columns::OLD_TEMPLATE,
+            Arc::new(StringArray::from(old_template)),
+            true,
+        ),
+        (
+            audit_columns::RECORD_LSN,
+            Arc::new(UInt64Array::from(lsn)),
+            true,
+        ),
+        (
+            audit_columns::RECORD_INDEX,
+            Arc::new(UInt32Array::from(index)),
+            true,
+        ),
+        (
+            audit_columns::PARTITION_KEY,
+            Arc::new(StringArray::from(key)),
+            true,
+        ),
+        (
+            audit_columns::ERROR,
+            Arc::new(StringArray::from(error)),
+            true,
+        ),
+    ];
+    write_parquet(&batch_of(columns)?, zstd)
+}

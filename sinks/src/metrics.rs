@@ -1,0 +1,37 @@
+//! Metric names this crate emits through the `metrics` facade (one place, `ourios.*`).
+
+/// Counter: flush errors, label `error.type` (`transient`, `permanent`, each quarantine variant:
+/// `nanosecond_overflow`, `pre_epoch`, `observed_time_overflow`, ...) and `consumer`
+/// (`records` or `audit`).
+pub const FLUSH_ERRORS: &str = "ourios.flush.errors";
+/// Counter: partitions or audit groups requeued into a buffer, label `consumer` and `cause`
+/// (`refused` or `unwound`).
+pub const SINK_REQUEUES: &str = "ourios.sink.requeues";
+/// Counter: puts that were in flight when a handle unwound (the store may have accepted them:
+/// possible duplicates), label `consumer`.
+pub const SINK_AMBIGUOUS_PUTS: &str = "ourios.sink.ambiguous_puts";
+/// Counter: partitions parked back into the record buffer by a worker whose enqueue failed.
+pub const SINK_PARKS: &str = "ourios.sink.parks";
+/// Counter: successful puts, label `consumer`.
+pub const SINK_PUTS: &str = "ourios.sink.puts";
+/// Counter: bytes of successful puts, label `consumer`.
+pub const SINK_PUT_BYTES: &str = "ourios.sink.put_bytes";
+/// Counter: records made durable in the record store.
+pub const SINK_RECORDS_PUBLISHED: &str = "ourios.sink.records_published";
+/// Counter: records quarantined (their `record_quarantined` event emitted), label `error.type`.
+pub const SINK_QUARANTINED: &str = "ourios.sink.quarantined";
+/// Counter: partitions a publish refused because their audit events were not yet durable (I3).
+pub const SINK_REFUSED_UNORDERED: &str = "ourios.sink.refused_unordered";
+/// Gauge: estimated bytes held by the record sink (buffers, set-aside tenants and quarantined
+/// records awaiting their event).
+pub const SINK_BUFFERED_BYTES: &str = "ourios.sink.buffered_bytes";
+/// Gauge: records held by the record sink (same scope as the byte gauge).
+pub const SINK_BUFFERED_RECORDS: &str = "ourios.sink.buffered_records";
+/// Gauge: quarantined records held until their `record_quarantined` event is durable.
+pub const SINK_QUARANTINE_HELD: &str = "ourios.sink.quarantine_held";
+/// Gauge: audit events buffered (emitted or requeued, not yet taken).
+pub const AUDIT_BUFFERED_EVENTS: &str = "ourios.audit.buffered_events";
+/// Gauge: audit events not yet durable (buffered, in flight, retained or permanently failed).
+pub const AUDIT_OUTSTANDING_EVENTS: &str = "ourios.audit.outstanding_events";
+/// Gauge: 1 for each terminal (set-aside) tenant, label `tenant`.
+pub const TENANT_TERMINAL: &str = "ourios.tenant.terminal";

@@ -1,0 +1,703 @@
+//! The record sink: per-partition buffers, triggers, drains, requeue and `publish_owned`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use object_store::{ObjectStore, ObjectStoreExt};
+use ourios_recoverable::{ItemState, RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
+
+use crate::audit::{AuditEvent, AuditKind, SharedParquetAuditSink};
+use crate::encode::{EncodeError, encode_records, find_poisoned};
+use crate::metrics;
+use crate::store::{ErrorClass, classify, object_path, unique_name};
+use crate::sync::{Arc, Mutex, lock};
+use crate::types::{DeriveError, LogRecord, Partition, PartitionKey, RecordId, Tenant};
+
+/// Record sink configuration.
+#[derive(Debug, Clone)]
+pub struct RecordSinkConfig {
+    /// A partition whose estimated bytes reach this is detached by `append` (size trigger).
+    pub target_partition_bytes: usize,
+    /// When the sink's total estimated bytes reach this, `append` detaches every non-terminal
+    /// partition (ceiling trigger).
+    pub ceiling_bytes: usize,
+    /// ZSTD-compress the Parquet pages (else uncompressed).
+    pub zstd: bool,
+    /// Key prefix in the store (may be empty); objects go under `<prefix>/records/...`.
+    pub prefix: String,
+}
+
+impl Default for RecordSinkConfig {
+    fn default() -> Self {
+        Self {
+            target_partition_bytes: 8 << 20,
+            ceiling_bytes: 256 << 20,
+            zstd: true,
+            prefix: String::new(),
+        }
+    }
+}
+
+/// What `append` did with the record. Either way the sink now owns it (the handoff happened).
+#[derive(Debug)]
+#[must_use]
+pub enum AppendOutcome {
+    /// Buffered under its partition key. `detached` holds the partitions the size trigger or the
+    /// ceiling took out of the buffer: the caller owns them and must register them in a
+    /// `RecoverableBatch` (or park them) before doing anything else.
+    Buffered {
+        /// Partitions detached by a trigger (often empty).
+        detached: Vec<Partition>,
+    },
+    /// Its partition key does not derive: quarantined. A `record_quarantined` event with this
+    /// sequence number was emitted, and the sink holds the record (bytes accounted) until that
+    /// event is durable; a failed event write leaves it held.
+    Quarantined {
+        /// The quarantine event's audit sequence number.
+        seq: u64,
+        /// Why the key did not derive.
+        error: DeriveError,
+    },
+}
+
+/// A partition `publish_owned` requeued after a permanent store error (the publisher decides
+/// what follows).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishFailure {
+    /// The partition's key.
+    pub key: PartitionKey,
+    /// The store error.
+    pub error: String,
+}
+
+/// What `publish_owned` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PublishReport {
+    /// Partitions written (put returned Ok) and settled `Durable`.
+    pub durable: usize,
+    /// Records in those partitions.
+    pub durable_records: usize,
+    /// Records quarantined because the encoder rejected their content (held until their event
+    /// is durable; the rest of their partition was put).
+    pub quarantined: usize,
+    /// Partitions requeued after a store error (transient or permanent).
+    pub requeued: usize,
+    /// Partitions requeued because an audit event they depend on is not durable yet (I3).
+    pub refused_unordered: usize,
+    /// Partitions requeued because their tenant is terminal.
+    pub refused_terminal: usize,
+    /// The permanent store errors among `requeued`.
+    pub permanent: Vec<PublishFailure>,
+}
+
+impl PublishReport {
+    /// True when every partition of the batch was written (or fully quarantined).
+    pub fn all_durable(&self) -> bool {
+        self.requeued == 0 && self.refused_unordered == 0 && self.refused_terminal == 0
+    }
+}
+
+/// A snapshot of one buffered partition (for tests and metrics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionInfo {
+    /// Records buffered.
+    pub records: usize,
+    /// Estimated bytes.
+    pub bytes: usize,
+    /// Maximum audit watermark.
+    pub audit_watermark: u64,
+    /// Epoch recorded by the last requeue or park.
+    pub requeued_epoch: Option<u32>,
+    /// Marked due by a requeue (taken by the next `drain_aged` whatever its age).
+    pub due: bool,
+}
+
+#[derive(Debug)]
+struct Buffered {
+    records: Vec<LogRecord>,
+    bytes: usize,
+    oldest: Instant,
+    audit_watermark: u64,
+    requeued_epoch: Option<u32>,
+    due: bool,
+}
+
+#[derive(Debug)]
+struct Held {
+    record: LogRecord,
+    seq: u64,
+    bytes: usize,
+}
+
+#[derive(Debug, Default)]
+struct RecordState {
+    partitions: BTreeMap<PartitionKey, Buffered>,
+    /// Quarantined records awaiting their durable `record_quarantined` event.
+    held: Vec<Held>,
+    bytes: usize,
+    records: usize,
+}
+
+impl RecordState {
+    fn insert(&mut self, key: PartitionKey, record: LogRecord) -> usize {
+        let bytes = record.estimated_bytes();
+        let watermark = record.audit_watermark;
+        self.bytes += bytes;
+        self.records += 1;
+        let entry = self.partitions.entry(key).or_insert_with(|| Buffered {
+            records: Vec::new(),
+            bytes: 0,
+            oldest: Instant::now(),
+            audit_watermark: 0,
+            requeued_epoch: None,
+            due: false,
+        });
+        entry.records.push(record);
+        entry.bytes += bytes;
+        entry.audit_watermark = entry.audit_watermark.max(watermark);
+        entry.bytes
+    }
+
+    fn remove(&mut self, key: &PartitionKey) -> Option<Partition> {
+        let b = self.partitions.remove(key)?;
+        self.bytes -= b.bytes;
+        self.records -= b.records.len();
+        Some(Partition {
+            key: key.clone(),
+            records: b.records,
+            bytes: b.bytes,
+            oldest: b.oldest,
+            audit_watermark: b.audit_watermark,
+            requeued_epoch: b.requeued_epoch,
+        })
+    }
+
+    /// Put `p` back ahead of whatever is buffered under its key.
+    fn put_back(&mut self, mut p: Partition, epoch: Option<u32>) {
+        p.recompute();
+        self.bytes += p.bytes;
+        self.records += p.records.len();
+        let epoch = epoch.or(p.requeued_epoch);
+        match self.partitions.get_mut(&p.key) {
+            Some(b) => {
+                let newer = std::mem::take(&mut b.records);
+                b.records = p.records;
+                b.records.extend(newer);
+                b.bytes += p.bytes;
+                b.oldest = b.oldest.min(p.oldest);
+                b.audit_watermark = b.audit_watermark.max(p.audit_watermark);
+                b.requeued_epoch = epoch.or(b.requeued_epoch);
+                b.due = true;
+            }
+            None => {
+                self.partitions.insert(
+                    p.key,
+                    Buffered {
+                        records: p.records,
+                        bytes: p.bytes,
+                        oldest: p.oldest,
+                        audit_watermark: p.audit_watermark,
+                        requeued_epoch: epoch,
+                        due: true,
+                    },
+                );
+            }
+        }
+    }
+
+    fn gauges(&self) {
+        ::metrics::gauge!(metrics::SINK_BUFFERED_BYTES).set(self.bytes as f64);
+        ::metrics::gauge!(metrics::SINK_BUFFERED_RECORDS).set(self.records as f64);
+        ::metrics::gauge!(metrics::SINK_QUARANTINE_HELD).set(self.held.len() as f64);
+    }
+}
+
+type EpochSource = Arc<dyn Fn() -> u32 + Send + Sync>;
+
+struct RecordInner {
+    store: Arc<dyn ObjectStore>,
+    audit: SharedParquetAuditSink,
+    config: RecordSinkConfig,
+    epoch_source: Mutex<Option<EpochSource>>,
+    state: Mutex<RecordState>,
+}
+
+impl fmt::Debug for RecordInner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecordInner")
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .field("epoch_source", &lock(&self.epoch_source).is_some())
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The record sink, shared (`Clone` is a handle to the same buffers).
+///
+/// Lock order: this sink's lock, then the audit sink's, then the terminal set's; never the
+/// other way. No lock is held across an `.await` or a call into a `RecoverableBatch`.
+#[derive(Debug, Clone)]
+pub struct SharedParquetSink {
+    inner: Arc<RecordInner>,
+}
+
+fn now_unix_nanos() -> i128 {
+    match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i128::try_from(d.as_nanos()).unwrap_or(i128::MAX),
+        Err(e) => -i128::try_from(e.duration().as_nanos()).unwrap_or(i128::MAX),
+    }
+}
+
+impl SharedParquetSink {
+    /// A sink writing to `store`; quarantine events and `is_durable_through` go through `audit`,
+    /// whose terminal-tenant set it shares.
+    pub fn new(
+        store: Arc<dyn ObjectStore>,
+        audit: SharedParquetAuditSink,
+        config: RecordSinkConfig,
+    ) -> Self {
+        Self {
+            inner: Arc::new(RecordInner {
+                store,
+                audit,
+                config,
+                epoch_source: Mutex::new(None),
+                state: Mutex::new(RecordState::default()),
+            }),
+        }
+    }
+
+    /// Record `f()` (the current `barrier_epoch`) on every partition requeued or parked from
+    /// now on. `f` must not block; if it panics the epoch is left unrecorded rather than losing
+    /// the requeue.
+    pub fn with_epoch_source(self, f: Arc<dyn Fn() -> u32 + Send + Sync>) -> Self {
+        *lock(&self.inner.epoch_source) = Some(f);
+        self
+    }
+
+    /// The audit sink this sink orders against.
+    pub fn audit(&self) -> &SharedParquetAuditSink {
+        &self.inner.audit
+    }
+
+    /// The store it writes to.
+    pub fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner.store
+    }
+
+    /// Its configuration.
+    pub fn config(&self) -> &RecordSinkConfig {
+        &self.inner.config
+    }
+
+    fn epoch(&self) -> Option<u32> {
+        let f = lock(&self.inner.epoch_source).clone()?;
+        catch_unwind(AssertUnwindSafe(|| f())).ok()
+    }
+
+    /// Hand `record` to the sink (the worker path, `append_off_lock` semantics): the record is
+    /// inserted (or quarantined) before any trigger step runs, so a panic in the trigger cannot
+    /// make the caller requeue a record the sink already holds. Then the size trigger and the
+    /// ceiling may detach partitions (never a terminal tenant's).
+    pub fn append(&self, record: LogRecord) -> AppendOutcome {
+        let key = match PartitionKey::derive(&record) {
+            Ok(key) => key,
+            Err(error) => {
+                let seq = self.quarantine_underivable(record, &error);
+                return AppendOutcome::Quarantined { seq, error };
+            }
+        };
+        let terminal = self.inner.audit.terminal().snapshot();
+        let mut st = lock(&self.inner.state);
+        let partition_bytes = st.insert(key.clone(), record);
+        // The handoff is complete: everything below is the trigger step.
+        fail::fail_point!("sinks::append::trigger");
+        let mut detached = Vec::new();
+        if st.bytes >= self.inner.config.ceiling_bytes {
+            let keys: Vec<PartitionKey> = st
+                .partitions
+                .keys()
+                .filter(|k| !terminal.contains(&k.tenant))
+                .cloned()
+                .collect();
+            for k in keys {
+                if let Some(p) = st.remove(&k) {
+                    detached.push(p);
+                }
+            }
+        } else if partition_bytes >= self.inner.config.target_partition_bytes
+            && !terminal.contains(&key.tenant)
+            && let Some(p) = st.remove(&key)
+        {
+            detached.push(p);
+        }
+        st.gauges();
+        AppendOutcome::Buffered { detached }
+    }
+
+    /// Buffer `records` with no trigger and no detach (the disconnected-pool fallback on the
+    /// async ingest path). Underivable records are quarantined as in `append`. Returns how many
+    /// were quarantined.
+    pub fn buffer_only(&self, records: Vec<LogRecord>) -> usize {
+        let mut quarantined = 0;
+        for record in records {
+            match PartitionKey::derive(&record) {
+                Ok(key) => {
+                    let mut st = lock(&self.inner.state);
+                    st.insert(key, record);
+                    st.gauges();
+                }
+                Err(error) => {
+                    let _ = self.quarantine_underivable(record, &error);
+                    quarantined += 1;
+                }
+            }
+        }
+        quarantined
+    }
+
+    fn quarantine_underivable(&self, record: LogRecord, error: &DeriveError) -> u64 {
+        let key = format!("tenant={}/underivable", record.tenant);
+        self.quarantine(record, key, error.to_string(), error.error_type())
+    }
+
+    /// Emit the `record_quarantined` event, count it, and hold the record until the event is
+    /// durable. Both happen under the sink lock, so the record is never only on this stack while
+    /// its event is visible.
+    fn quarantine(
+        &self,
+        record: LogRecord,
+        partition_key: String,
+        error: String,
+        error_type: &'static str,
+    ) -> u64 {
+        ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => error_type, "consumer" => "records")
+            .increment(1);
+        ::metrics::counter!(metrics::SINK_QUARANTINED, "error.type" => error_type).increment(1);
+        let bytes = record.estimated_bytes();
+        let mut st = lock(&self.inner.state);
+        let seq = self.inner.audit.emit(AuditEvent {
+            tenant: record.tenant.clone(),
+            timestamp_unix_nanos: now_unix_nanos(),
+            kind: AuditKind::RecordQuarantined {
+                record_id: record.id,
+                partition_key,
+                error,
+            },
+        });
+        st.bytes += bytes;
+        st.records += 1;
+        st.held.push(Held { record, seq, bytes });
+        st.gauges();
+        seq
+    }
+
+    /// Drop the quarantined records whose `record_quarantined` event is now durable (they are
+    /// settled: the event is the operator's pointer, the WAL keeps the record). Returns how many.
+    /// The drains and `publish_owned` call it; callers may too.
+    pub fn release_quarantined(&self) -> usize {
+        let mut st = lock(&self.inner.state);
+        let audit = &self.inner.audit;
+        let before = st.held.len();
+        let mut freed_bytes = 0;
+        st.held.retain(|h| {
+            let durable = audit.is_durable_through(&h.record.tenant, h.seq);
+            if durable {
+                freed_bytes += h.bytes;
+            }
+            !durable
+        });
+        let released = before - st.held.len();
+        st.bytes -= freed_bytes;
+        st.records -= released;
+        st.gauges();
+        released
+    }
+
+    /// Move every partition of a non-terminal tenant whose oldest record is at least `age` old,
+    /// or that a requeue marked due, into `slot`, one at a time, each the moment it leaves the
+    /// buffer.
+    pub fn drain_aged(&self, age: Duration, slot: &mut Vec<Partition>) {
+        self.drain_where(slot, |b| b.due || b.oldest.elapsed() >= age);
+    }
+
+    /// Move every partition of a non-terminal tenant into `slot`, one at a time.
+    pub fn drain_all(&self, slot: &mut Vec<Partition>) {
+        self.drain_where(slot, |_| true);
+    }
+
+    fn drain_where(&self, slot: &mut Vec<Partition>, pred: impl Fn(&Buffered) -> bool) {
+        self.release_quarantined();
+        let terminal = self.inner.audit.terminal().snapshot();
+        let mut st = lock(&self.inner.state);
+        let keys: Vec<PartitionKey> = st
+            .partitions
+            .iter()
+            .filter(|(k, b)| !terminal.contains(&k.tenant) && pred(b))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            if let Some(p) = st.remove(&key) {
+                slot.push(p);
+            }
+            st.gauges();
+            // A panic here leaves what was taken in `slot` (owned by the caller's `Drained`)
+            // and the rest in the buffer; the accounting above is already consistent.
+            fail::fail_point!("sinks::drain::between_partitions");
+        }
+        st.gauges();
+    }
+
+    /// Put `partitions` back ahead of newer records for the same key, restore the accounting,
+    /// mark them due and record the current epoch. Never panics (a `Drop` path calls it).
+    pub fn requeue(&self, partitions: Vec<Partition>) {
+        let epoch = self.epoch();
+        let mut st = lock(&self.inner.state);
+        // Reverse: each put_back goes to the front, so the first partition ends up first.
+        for p in partitions.into_iter().rev() {
+            st.put_back(p, epoch);
+        }
+        st.gauges();
+    }
+
+    /// Park `partitions` (a worker whose enqueue found the publisher queue disconnected): back
+    /// into the buffers exactly as `requeue`, the epoch recorded and each audit watermark kept,
+    /// so a later drain still orders them after their audit events.
+    pub fn park(&self, partitions: Vec<Partition>) {
+        ::metrics::counter!(metrics::SINK_PARKS).increment(partitions.len() as u64);
+        self.requeue(partitions);
+    }
+
+    /// Make `tenant` terminal (RFC 0056 §9.3): excluded from every drain, trigger and audit
+    /// take of both sinks, its bytes still accounted, until a restart. Returns true if it was
+    /// not terminal before.
+    pub fn set_aside(&self, tenant: &Tenant) -> bool {
+        self.inner.audit.terminal().insert(tenant.clone())
+    }
+
+    /// Whether `tenant` is terminal.
+    pub fn is_terminal(&self, tenant: &Tenant) -> bool {
+        self.inner.audit.terminal().contains(tenant)
+    }
+
+    /// The terminal tenants (for export).
+    pub fn terminal_tenants(&self) -> BTreeSet<Tenant> {
+        self.inner.audit.terminal().snapshot()
+    }
+
+    /// Records held: buffered, set aside, and quarantined awaiting their event.
+    pub fn buffered_records(&self) -> usize {
+        lock(&self.inner.state).records
+    }
+
+    /// Estimated bytes held (same scope as `buffered_records`).
+    pub fn buffered_bytes(&self) -> usize {
+        lock(&self.inner.state).bytes
+    }
+
+    /// Ids of `tenant`'s buffered records (partitions only, not the quarantine hold), in
+    /// partition-key order and, within a partition, buffer order.
+    pub fn buffered_ids(&self, tenant: &Tenant) -> Vec<RecordId> {
+        let st = lock(&self.inner.state);
+        st.partitions
+            .iter()
+            .filter(|(k, _)| &k.tenant == tenant)
+            .flat_map(|(_, b)| b.records.iter().map(|r| r.id))
+            .collect()
+    }
+
+    /// Ids of `tenant`'s quarantined records still held (their event not yet durable).
+    pub fn quarantine_held_ids(&self, tenant: &Tenant) -> Vec<RecordId> {
+        lock(&self.inner.state)
+            .held
+            .iter()
+            .filter(|h| &h.record.tenant == tenant)
+            .map(|h| h.record.id)
+            .collect()
+    }
+
+    /// The keys of the buffered partitions.
+    pub fn buffered_keys(&self) -> Vec<PartitionKey> {
+        lock(&self.inner.state).partitions.keys().cloned().collect()
+    }
+
+    /// A snapshot of the buffered partition under `key`.
+    pub fn partition_info(&self, key: &PartitionKey) -> Option<PartitionInfo> {
+        lock(&self.inner.state)
+            .partitions
+            .get(key)
+            .map(|b| PartitionInfo {
+                records: b.records.len(),
+                bytes: b.bytes,
+                audit_watermark: b.audit_watermark,
+                requeued_epoch: b.requeued_epoch,
+                due: b.due,
+            })
+    }
+
+    /// Publish every pending partition of `batch`, one put per partition (RFC 0054 §9.4).
+    ///
+    /// Per partition: begin (InFlight); a terminal tenant's partition is requeued; a partition
+    /// whose audit events are not all durable (`is_durable_through(tenant, audit_watermark)`) is
+    /// requeued at once (I3); the partition is encoded, and if the encoder rejects content the
+    /// poisoned records are found, quarantined (event, counter, held until the event is durable)
+    /// and removed from the item, and the remainder is put; Ok settles it `Durable`; a store
+    /// error requeues it at once, before the next put starts (a permanent one is also reported).
+    /// A panic (in a put or the encoder) leaves the in-flight and pending partitions in `batch`,
+    /// whose `Drop` requeues them: one ambiguous put at most.
+    pub async fn publish_owned(&self, batch: &mut RecoverableBatch<Partition>) -> PublishReport {
+        let mut report = PublishReport::default();
+        let zstd = self.inner.config.zstd;
+        for index in batch.pending_indices() {
+            if batch.state(index) != ItemState::Pending {
+                continue;
+            }
+            let lease = batch.begin(index);
+            let (tenant, watermark) = {
+                let p = batch.item(&lease);
+                (p.key.tenant.clone(), p.audit_watermark)
+            };
+            if self.is_terminal(&tenant) {
+                batch.requeue(lease);
+                report.refused_terminal += 1;
+                continue;
+            }
+            if !self.inner.audit.is_durable_through(&tenant, watermark) {
+                ::metrics::counter!(metrics::SINK_REFUSED_UNORDERED).increment(1);
+                batch.requeue(lease);
+                report.refused_unordered += 1;
+                continue;
+            }
+            let encoded = match encode_records(&batch.item(&lease).records, zstd) {
+                Ok(bytes) => Ok(bytes),
+                Err(_) => {
+                    let part = batch.item_mut(&lease);
+                    let poisoned = find_poisoned(&part.records, zstd);
+                    let removed = take_poisoned(part, poisoned);
+                    let key_text = part.key.to_string();
+                    report.quarantined += removed.len();
+                    for (record, error) in removed {
+                        let _ = self.quarantine(
+                            record,
+                            key_text.clone(),
+                            error.to_string(),
+                            error.error_type(),
+                        );
+                    }
+                    if batch.item(&lease).records.is_empty() {
+                        // Every record is quarantined: nothing left to put.
+                        let _ = batch.settle(lease, Settlement::Dropped);
+                        continue;
+                    }
+                    encode_records(&batch.item(&lease).records, zstd)
+                }
+            };
+            let bytes = match encoded {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    // No record is to blame (each encodes alone): not a quarantine; requeue and
+                    // report it as permanent for the publisher to decide.
+                    ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => e.error_type(), "consumer" => "records")
+                        .increment(1);
+                    let key = batch.item(&lease).key.clone();
+                    batch.requeue(lease);
+                    report.requeued += 1;
+                    report.permanent.push(PublishFailure {
+                        key,
+                        error: e.to_string(),
+                    });
+                    continue;
+                }
+            };
+            let path = {
+                let p = batch.item(&lease);
+                let first = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(0);
+                let tenant_part = format!("tenant={}", p.key.tenant);
+                let date_part = format!("date={}", p.key.date);
+                let hour_part = format!("hour={:02}", p.key.hour);
+                let name = unique_name(first);
+                object_path(
+                    &self.inner.config.prefix,
+                    [
+                        "records",
+                        tenant_part.as_str(),
+                        date_part.as_str(),
+                        hour_part.as_str(),
+                        name.as_str(),
+                    ],
+                )
+            };
+            let len = bytes.len();
+            match self.inner.store.put(&path, bytes.into()).await {
+                Ok(_) => {
+                    let p = batch.settle(lease, Settlement::Durable);
+                    report.durable += 1;
+                    report.durable_records += p.records.len();
+                    ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "records").increment(1);
+                    ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => "records")
+                        .increment(len as u64);
+                    ::metrics::counter!(metrics::SINK_RECORDS_PUBLISHED)
+                        .increment(p.records.len() as u64);
+                }
+                Err(e) => {
+                    let class = classify(&e);
+                    ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => class.error_type(), "consumer" => "records")
+                        .increment(1);
+                    let key = batch.item(&lease).key.clone();
+                    batch.requeue(lease);
+                    report.requeued += 1;
+                    if class == ErrorClass::Permanent {
+                        report.permanent.push(PublishFailure {
+                            key,
+                            error: format!("put {path} failed permanently: {e}"),
+                        });
+                    }
+                }
+            }
+        }
+        self.release_quarantined();
+        report
+    }
+}
+
+/// Remove the poisoned records from `part` (recomputing its accounting) and return them with
+/// their errors.
+fn take_poisoned(
+    part: &mut Partition,
+    poisoned: Vec<(usize, EncodeError)>,
+) -> Vec<(LogRecord, EncodeError)> {
+    let mut errors: BTreeMap<usize, EncodeError> = poisoned.into_iter().collect();
+    let mut kept = Vec::with_capacity(part.records.len());
+    let mut removed = Vec::new();
+    for (i, r) in std::mem::take(&mut part.records).into_iter().enumerate() {
+        match errors.remove(&i) {
+            Some(e) => removed.push((r, e)),
+            None => kept.push(r),
+        }
+    }
+    part.records = kept;
+    part.recompute();
+    removed
+}
+
+impl RequeueTarget<Partition> for SharedParquetSink {
+    fn requeue(&self, items: Vec<Partition>, cause: RequeueCause) {
+        let n = items.len() as u64;
+        match cause {
+            RequeueCause::Refused => {
+                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "records", "cause" => "refused")
+                    .increment(n);
+            }
+            RequeueCause::Unwound { ambiguous } => {
+                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "records", "cause" => "unwound")
+                    .increment(n);
+                ::metrics::counter!(metrics::SINK_AMBIGUOUS_PUTS, "consumer" => "records")
+                    .increment(ambiguous as u64);
+            }
+        }
+        SharedParquetSink::requeue(self, items);
+    }
+}

@@ -1,0 +1,363 @@
+//! Test doubles (feature `testing`): a scriptable [`FaultyStore`] and a [`Gate`].
+//!
+//! `FaultyStore` wraps an `InMemory` store and, per put, consults a script: a rule matches a put
+//! by its global call index, by key prefix, or by its index among the puts under a prefix, and
+//! injects a transient error, a permanent error, a panic before the inner put, a panic after the
+//! inner put succeeded (the ambiguous case: the object exists, the caller never hears), or a
+//! gate the test releases. It counts put attempts and successful puts per key. Only puts are
+//! scripted; reads, lists and deletes pass through.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+use tokio::sync::watch;
+
+use crate::sync::{Arc, Mutex, lock};
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A point a test holds a put at until it calls [`Gate::release`]. Cloning shares the gate.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    reached: Arc<watch::Sender<usize>>,
+    released: Arc<watch::Sender<bool>>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate nobody has reached.
+    pub fn new() -> Self {
+        Self {
+            reached: Arc::new(watch::Sender::new(0)),
+            released: Arc::new(watch::Sender::new(false)),
+        }
+    }
+
+    /// Wait until at least one put is held at the gate.
+    pub async fn wait_reached(&self) {
+        let mut rx = self.reached.subscribe();
+        // The sender lives in `self`: the wait ends only when a put arrives.
+        let _ = rx.wait_for(|n| *n > 0).await;
+    }
+
+    /// How many puts have arrived at the gate.
+    pub fn arrivals(&self) -> usize {
+        *self.reached.borrow()
+    }
+
+    /// Let every held (and future) put through.
+    pub fn release(&self) {
+        self.released.send_replace(true);
+    }
+
+    async fn pass(&self) {
+        self.reached.send_modify(|n| *n += 1);
+        let mut rx = self.released.subscribe();
+        let _ = rx.wait_for(|open| *open).await;
+    }
+}
+
+/// What a matching put does.
+#[derive(Debug, Clone)]
+pub enum Fault {
+    /// Fail with an error [`classify`](crate::classify) reads as transient (a timeout).
+    Transient,
+    /// Fail with an error `classify` reads as permanent (permission denied).
+    Permanent,
+    /// Panic before the inner put: nothing written.
+    PanicBeforePut,
+    /// Perform the inner put (the object exists), then panic: the ambiguous case.
+    PanicAfterPut,
+    /// Wait at the gate until the test releases it, then put normally.
+    Gate(Gate),
+}
+
+#[derive(Debug, Clone)]
+enum Match {
+    Call(usize),
+    Prefix(String),
+    NthWithPrefix(String, usize),
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    on: Match,
+    fault: Fault,
+    remaining: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct Script {
+    rules: Vec<Rule>,
+    attempts: usize,
+    attempts_per_prefix: BTreeMap<String, usize>,
+    ok_per_key: BTreeMap<String, usize>,
+}
+
+/// An `InMemory` store with a fault script (see the module docs). `Clone` shares the store.
+#[derive(Debug, Clone, Default)]
+pub struct FaultyStore {
+    inner: Arc<InMemory>,
+    script: Arc<Mutex<Script>>,
+}
+
+impl fmt::Display for FaultyStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FaultyStore({})", self.inner)
+    }
+}
+
+impl FaultyStore {
+    /// An empty store with no faults scripted.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// This store as the `Arc<dyn ObjectStore>` the sinks take (sharing the script).
+    pub fn as_dyn(&self) -> Arc<dyn ObjectStore> {
+        Arc::new(self.clone())
+    }
+
+    /// The wrapped in-memory store (reads bypass the script either way).
+    pub fn inner(&self) -> &InMemory {
+        &self.inner
+    }
+
+    /// Inject `fault` into the put with global index `call` (0-based, counting every put
+    /// attempt on this store).
+    pub fn on_call(&self, call: usize, fault: Fault) {
+        self.push(Match::Call(call), fault, Some(1));
+    }
+
+    /// Inject `fault` into every put whose key starts with `prefix`, `times` times (`None` =
+    /// until cleared).
+    pub fn on_prefix(&self, prefix: &str, fault: Fault, times: Option<usize>) {
+        self.push(Match::Prefix(prefix.to_owned()), fault, times);
+    }
+
+    /// Inject `fault` into the `n`-th (0-based) put attempt whose key starts with `prefix`,
+    /// counting from the store's creation.
+    pub fn on_nth_with_prefix(&self, prefix: &str, n: usize, fault: Fault) {
+        self.push(Match::NthWithPrefix(prefix.to_owned(), n), fault, Some(1));
+    }
+
+    /// Remove every scripted fault (counts are kept).
+    pub fn clear_faults(&self) {
+        lock(&self.script).rules.clear();
+    }
+
+    /// Put attempts so far (every call, faulted or not).
+    pub fn put_attempts(&self) -> usize {
+        lock(&self.script).attempts
+    }
+
+    /// Successful inner puts per key (an object written twice counts 2; with unique keys that
+    /// never happens, so each value is 1).
+    pub fn puts_per_key(&self) -> BTreeMap<String, usize> {
+        lock(&self.script).ok_per_key.clone()
+    }
+
+    /// Successful inner puts whose key starts with `prefix`.
+    pub fn puts_ok_with_prefix(&self, prefix: &str) -> usize {
+        lock(&self.script)
+            .ok_per_key
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    fn push(&self, on: Match, fault: Fault, remaining: Option<usize>) {
+        lock(&self.script).rules.push(Rule {
+            on,
+            fault,
+            remaining,
+        });
+    }
+
+    /// Count the attempt and pick the fault of the first matching rule (consuming one use).
+    fn fault_for(&self, key: &str) -> Option<Fault> {
+        let mut s = lock(&self.script);
+        let call = s.attempts;
+        s.attempts += 1;
+        let mut nth_under: BTreeMap<String, usize> = BTreeMap::new();
+        let prefixes: Vec<String> = s
+            .rules
+            .iter()
+            .filter_map(|r| match &r.on {
+                Match::NthWithPrefix(p, _) => Some(p.clone()),
+                _ => None,
+            })
+            .collect();
+        for p in prefixes {
+            if key.starts_with(&p) {
+                let n = s.attempts_per_prefix.entry(p.clone()).or_insert(0);
+                nth_under.insert(p, *n);
+                *n += 1;
+            }
+        }
+        let hit = s.rules.iter().position(|r| {
+            r.remaining != Some(0)
+                && match &r.on {
+                    Match::Call(c) => *c == call,
+                    Match::Prefix(p) => key.starts_with(p.as_str()),
+                    Match::NthWithPrefix(p, n) => nth_under.get(p) == Some(n),
+                }
+        })?;
+        let rule = &mut s.rules[hit];
+        if let Some(r) = rule.remaining.as_mut() {
+            *r -= 1;
+        }
+        Some(rule.fault.clone())
+    }
+
+    async fn scripted_put(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let key = location.to_string();
+        let fault = self.fault_for(&key);
+        match &fault {
+            Some(Fault::Transient) => {
+                return Err(object_store::Error::Generic {
+                    store: "FaultyStore",
+                    source: Box::new(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!("injected transient failure putting {key}"),
+                    )),
+                });
+            }
+            Some(Fault::Permanent) => {
+                return Err(object_store::Error::PermissionDenied {
+                    path: key.clone(),
+                    source: format!("injected permanent failure putting {key}").into(),
+                });
+            }
+            Some(Fault::PanicBeforePut) => panic!("injected panic before putting {key}"),
+            Some(Fault::Gate(gate)) => gate.pass().await,
+            Some(Fault::PanicAfterPut) | None => {}
+        }
+        let result = self.inner.put_opts(location, payload, opts).await?;
+        *lock(&self.script)
+            .ok_per_key
+            .entry(key.clone())
+            .or_insert(0) += 1;
+        if matches!(fault, Some(Fault::PanicAfterPut)) {
+            panic!("injected panic after the store accepted {key}");
+        }
+        Ok(result)
+    }
+}
+
+// `ObjectStore` is declared with `#[async_trait]`; these are the signatures it expands to.
+impl ObjectStore for FaultyStore {
+    fn put_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> BoxFut<'async_trait, Result<PutResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(self.scripted_put(location, payload, opts))
+    }
+
+    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        opts: PutMultipartOptions,
+    ) -> BoxFut<'async_trait, Result<Box<dyn MultipartUpload>>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.put_multipart_opts(location, opts)
+    }
+
+    fn get_opts<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        options: GetOptions,
+    ) -> BoxFut<'async_trait, Result<GetResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.get_opts(location, options)
+    }
+
+    fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        location: &'life1 Path,
+        ranges: &'life2 [Range<u64>],
+    ) -> BoxFut<'async_trait, Result<Vec<Bytes>>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.get_ranges(location, ranges)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
+        &'life0 self,
+        prefix: Option<&'life1 Path>,
+    ) -> BoxFut<'async_trait, Result<ListResult>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.list_with_delimiter(prefix)
+    }
+
+    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        from: &'life1 Path,
+        to: &'life2 Path,
+        options: CopyOptions,
+    ) -> BoxFut<'async_trait, Result<()>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        self.inner.copy_opts(from, to, options)
+    }
+}

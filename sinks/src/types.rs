@@ -1,0 +1,301 @@
+//! Records, partition keys and their derivation.
+
+use std::fmt;
+use std::time::Instant;
+
+/// Nanoseconds per hour and per day.
+const NANOS_PER_HOUR: u64 = 3_600 * 1_000_000_000;
+const NANOS_PER_DAY: u64 = 24 * NANOS_PER_HOUR;
+
+/// A tenant name (the `X-Scope-OrgID` the node derived for a request).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tenant(String);
+
+impl Tenant {
+    /// Wrap a tenant name.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self(name.into())
+    }
+
+    /// The tenant name.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Tenant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Tenant {
+    fn from(name: &str) -> Self {
+        Self::new(name)
+    }
+}
+
+impl From<String> for Tenant {
+    fn from(name: String) -> Self {
+        Self(name)
+    }
+}
+
+/// The stable identity of a record: the WAL frame it came from and its index in that frame.
+///
+/// Written into every Parquet row (`record_lsn`, `record_index`) so a duplicate is visible and
+/// loss is countable by id, never by row count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RecordId {
+    /// The WAL frame's log sequence number.
+    pub lsn: u64,
+    /// The record's index within the frame.
+    pub index: u32,
+}
+
+impl fmt::Display for RecordId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.lsn, self.index)
+    }
+}
+
+/// One mined log record, as the encode workers hand it to the record sink.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogRecord {
+    /// Stable id (frame lsn, index in frame).
+    pub id: RecordId,
+    /// The tenant the frame belongs to.
+    pub tenant: Tenant,
+    /// Event time, nanoseconds since the Unix epoch (partitions the record).
+    pub time_unix_nano: u64,
+    /// Observation time, nanoseconds since the Unix epoch.
+    pub observed_time_unix_nano: u64,
+    /// OTLP severity number.
+    pub severity_number: i32,
+    /// OTLP severity text.
+    pub severity_text: String,
+    /// Template the miner matched.
+    pub template_id: u64,
+    /// Template version at mining time.
+    pub template_version: u32,
+    /// The template's parameters for this line.
+    pub params: Vec<String>,
+    /// The original body, when the node keeps it.
+    pub body: Option<String>,
+    /// Log attributes.
+    pub attributes: Vec<(String, String)>,
+    /// Resource attributes.
+    pub resource_attributes: Vec<(String, String)>,
+    /// Trace id, when present.
+    pub trace_id: Option<[u8; 16]>,
+    /// Span id, when present.
+    pub span_id: Option<[u8; 8]>,
+    /// Sequence number (assigned by the audit sink) of the newest audit event of this tenant when
+    /// the record was mined; 0 = none. The record may be published only once every event of its
+    /// tenant up to this sequence is durable (I3).
+    pub audit_watermark: u64,
+}
+
+impl LogRecord {
+    /// An estimate of the memory this record holds, used for byte accounting and triggers.
+    pub fn estimated_bytes(&self) -> usize {
+        let strings = self.tenant.as_str().len()
+            + self.severity_text.len()
+            + self.params.iter().map(String::len).sum::<usize>()
+            + self.body.as_ref().map_or(0, String::len)
+            + self
+                .attributes
+                .iter()
+                .chain(&self.resource_attributes)
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        std::mem::size_of::<Self>()
+            + strings
+            + self.params.len() * std::mem::size_of::<String>()
+            + (self.attributes.len() + self.resource_attributes.len())
+                * std::mem::size_of::<(String, String)>()
+    }
+}
+
+/// A UTC calendar day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day {
+    /// Year (proleptic Gregorian).
+    pub year: i32,
+    /// Month, 1-12.
+    pub month: u32,
+    /// Day of month, 1-31.
+    pub day: u32,
+}
+
+impl Day {
+    /// The UTC day `days` days after 1970-01-01 (Howard Hinnant's `civil_from_days`).
+    pub fn from_days_since_epoch(days: i64) -> Self {
+        let z = days + 719_468;
+        let era = z.div_euclid(146_097);
+        let doe = z.rem_euclid(146_097);
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + i64::from(month <= 2);
+        Self {
+            // Nanosecond timestamps that fit an i64 span years 1677-2262: no truncation.
+            year: i32::try_from(year).unwrap_or(i32::MAX),
+            month: u32::try_from(month).unwrap_or(1),
+            day: u32::try_from(day).unwrap_or(1),
+        }
+    }
+}
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}-{:02}", self.year, self.month, self.day)
+    }
+}
+
+/// Why a timestamp has no partition: the record or event cannot be written under any key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeriveError {
+    /// The timestamp is later than the Parquet nanosecond timestamp column can hold (`i64::MAX` ns,
+    /// 2262-04-11).
+    #[error(
+        "nanosecond overflow: tenant {tenant} timestamp {timestamp_unix_nanos} ns is past i64::MAX"
+    )]
+    NanosecondOverflow {
+        /// The tenant of the record or event.
+        tenant: Tenant,
+        /// The timestamp that would not fit.
+        timestamp_unix_nanos: i128,
+    },
+    /// The timestamp is before the Unix epoch (a miner clock running wrong).
+    #[error(
+        "pre-epoch timestamp: tenant {tenant} timestamp {timestamp_unix_nanos} ns is before 1970-01-01"
+    )]
+    PreEpoch {
+        /// The tenant of the event.
+        tenant: Tenant,
+        /// The negative timestamp.
+        timestamp_unix_nanos: i128,
+    },
+}
+
+impl DeriveError {
+    /// The `error.type` label this failure is counted under.
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::NanosecondOverflow { .. } => "nanosecond_overflow",
+            Self::PreEpoch { .. } => "pre_epoch",
+        }
+    }
+}
+
+/// Validate a nanosecond timestamp for a partition: it must be in `0..=i64::MAX`.
+pub(crate) fn check_nanos(tenant: &Tenant, nanos: i128) -> Result<u64, DeriveError> {
+    if nanos < 0 {
+        return Err(DeriveError::PreEpoch {
+            tenant: tenant.clone(),
+            timestamp_unix_nanos: nanos,
+        });
+    }
+    if nanos > i128::from(i64::MAX) {
+        return Err(DeriveError::NanosecondOverflow {
+            tenant: tenant.clone(),
+            timestamp_unix_nanos: nanos,
+        });
+    }
+    // In 0..=i64::MAX, so it fits a u64.
+    Ok(u64::try_from(nanos).unwrap_or(0))
+}
+
+/// Where a record is buffered and written: tenant, UTC date and hour of its event time.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PartitionKey {
+    /// The record's tenant.
+    pub tenant: Tenant,
+    /// UTC date of the record's `time_unix_nano`.
+    pub date: Day,
+    /// UTC hour (0-23) of the record's `time_unix_nano`.
+    pub hour: u32,
+}
+
+impl PartitionKey {
+    /// Derive the key of `record`. Fails when the event time does not fit the nanosecond
+    /// timestamp column (`> i64::MAX` ns): such a record can never be encoded and is quarantined.
+    pub fn derive(record: &LogRecord) -> Result<Self, DeriveError> {
+        let nanos = check_nanos(&record.tenant, i128::from(record.time_unix_nano))?;
+        let days = nanos / NANOS_PER_DAY;
+        let hour = (nanos % NANOS_PER_DAY) / NANOS_PER_HOUR;
+        Ok(Self {
+            tenant: record.tenant.clone(),
+            // Under i64::MAX / NANOS_PER_DAY (106 751): both conversions are exact.
+            date: Day::from_days_since_epoch(i64::try_from(days).unwrap_or(i64::MAX)),
+            hour: u32::try_from(hour).unwrap_or(0),
+        })
+    }
+}
+
+impl fmt::Display for PartitionKey {
+    /// The Hive-style path fragment: `tenant=T/date=YYYY-MM-DD/hour=HH`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tenant={}/date={}/hour={:02}",
+            self.tenant, self.date, self.hour
+        )
+    }
+}
+
+/// A partition that left the record buffer: the unit of one put.
+#[derive(Debug, Clone)]
+pub struct Partition {
+    /// Its key.
+    pub key: PartitionKey,
+    /// Its records, oldest append first (requeued records ahead of newer ones).
+    pub records: Vec<LogRecord>,
+    /// Estimated bytes of `records` (the sum of [`LogRecord::estimated_bytes`]).
+    pub bytes: usize,
+    /// When its oldest record was appended.
+    pub oldest: Instant,
+    /// The maximum [`LogRecord::audit_watermark`] over `records`.
+    pub audit_watermark: u64,
+    /// The barrier epoch recorded when it was last requeued or parked, if it was.
+    pub requeued_epoch: Option<u32>,
+}
+
+impl Partition {
+    /// The ids of its records, in order.
+    pub fn ids(&self) -> Vec<RecordId> {
+        self.records.iter().map(|r| r.id).collect()
+    }
+
+    /// Recompute `bytes` and `audit_watermark` from `records` (after removing some).
+    pub(crate) fn recompute(&mut self) {
+        self.bytes = self.records.iter().map(LogRecord::estimated_bytes).sum();
+        self.audit_watermark = self
+            .records
+            .iter()
+            .map(|r| r.audit_watermark)
+            .max()
+            .unwrap_or(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_days_match_known_dates() {
+        assert_eq!(Day::from_days_since_epoch(0).to_string(), "1970-01-01");
+        assert_eq!(Day::from_days_since_epoch(19_723).to_string(), "2024-01-01");
+        assert_eq!(Day::from_days_since_epoch(19_782).to_string(), "2024-02-29");
+        // i64::MAX ns is 2262-04-11T23:47:16.854775807Z.
+        let last = u64::try_from(i64::MAX).unwrap() / NANOS_PER_DAY;
+        assert_eq!(
+            Day::from_days_since_epoch(i64::try_from(last).unwrap()).to_string(),
+            "2262-04-11"
+        );
+    }
+}
