@@ -24,10 +24,10 @@ pub struct Drained<A, R, G> {
     records: Option<Vec<R>>,
     audit_target: Arc<dyn RequeueTarget<A>>,
     record_target: Arc<dyn RequeueTarget<R>>,
-    /// Declared last so it drops last: fields drop in declaration order after `Drop::drop` has
-    /// requeued, so whoever waits on the guard (quiesce, a barrier) observes the buffers
-    /// restored.
-    guard: G,
+    /// `Some` until `Drop::drop`, which drops it explicitly after both requeues, so whoever
+    /// waits on the guard (quiesce, a barrier) observes the buffers restored. Declared last as
+    /// well, so even a future field added above cannot outlive it by accident.
+    guard: Option<G>,
 }
 
 impl<A, R, G> fmt::Debug for Drained<A, R, G> {
@@ -51,7 +51,7 @@ impl<A, R, G> Drained<A, R, G> {
             records: None,
             audit_target,
             record_target,
-            guard,
+            guard: Some(guard),
         }
     }
 
@@ -120,7 +120,10 @@ impl<A, R, G> Drained<A, R, G> {
 
     /// The publish guard.
     pub fn guard(&self) -> &G {
-        &self.guard
+        // Only `Drop::drop` takes the guard, and nothing can call `guard()` after it starts.
+        self.guard
+            .as_ref()
+            .expect("the guard is present until Drained drops")
     }
 
     /// Whether nothing is held: a drop now requeues nothing.
@@ -147,8 +150,9 @@ fn take_matching<R>(slot: &mut Option<Vec<R>>, mut pred: impl FnMut(&R) -> bool)
 
 impl<A, R, G> Drop for Drained<A, R, G> {
     /// Requeue what is still held, audit events first, records second
-    /// (`RequeueCause::Unwound { ambiguous: 0 }`: nothing here was in flight); the guard drops
-    /// after this returns. Never panics.
+    /// (`RequeueCause::Unwound { ambiguous: 0 }`: nothing here was in flight), then drop the
+    /// guard. Never panics (a panicking target is caught; the guard's own `Drop` is the guard
+    /// type's contract).
     fn drop(&mut self) {
         if let Some(audit) = self.audit.take() {
             requeue_from_drop(
@@ -164,5 +168,7 @@ impl<A, R, G> Drop for Drained<A, R, G> {
                 RequeueCause::Unwound { ambiguous: 0 },
             );
         }
+        // Last: only now may a barrier waiting on the guard look at the buffers.
+        drop(self.guard.take());
     }
 }
