@@ -1,0 +1,614 @@
+//! Masking: the variable parts of a token, recognised before the prefix tree sees it.
+//!
+//! A token is masked into pieces: literal text and typed holes ([`MaskKind`]). A hole is a
+//! parameter the template never has to widen for, so `took 12ms` and `took 7ms` share one
+//! template `took <NUM>ms` from the first line on. Classification is a pure function of the token
+//! text (no state, no configuration), which is what keeps template ids deterministic in input
+//! order. Hand-written classifiers, no regular expressions: each class is a few lines of
+//! byte-level checks and the whole pass costs nothing for tokens without a digit, `/` or `:`.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+/// A class of variable text that the miner turns into a typed hole before mining.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MaskKind {
+    /// A decimal number, optionally signed, with an optional fraction (`42`, `-3.5`); a trailing
+    /// unit of up to four letters or `%` stays literal (`12ms` is `<NUM>ms`).
+    Num,
+    /// `0x`-prefixed hex, or a run of at least six hex digits holding both a digit and a letter
+    /// (`0x1f`, `deadbeef01`).
+    Hex,
+    /// A UUID in the 8-4-4-4-12 hex form.
+    Uuid,
+    /// A dotted-quad IPv4 address, optionally with a `/prefix` length.
+    Ipv4,
+    /// An IPv6 address as the standard library parses it (`::1`, `fe80::1`).
+    Ipv6,
+    /// A date (`2024-01-31`, `2024/01/31`, `31/Jan/2024`), a time (`10:00:00.123`), or both
+    /// joined by `T` or `:`, with an optional zone (`Z`, `+02:00`).
+    Timestamp,
+    /// A path starting with `/`, `./`, `../` or `~/`, or a URL (`scheme://...`).
+    Path,
+}
+
+impl MaskKind {
+    /// Every kind, in the order the classifier tries them.
+    pub const ALL: [MaskKind; 7] = [
+        MaskKind::Uuid,
+        MaskKind::Ipv4,
+        MaskKind::Ipv6,
+        MaskKind::Timestamp,
+        MaskKind::Hex,
+        MaskKind::Num,
+        MaskKind::Path,
+    ];
+
+    /// The placeholder a rendered template shows for this kind (`<NUM>`, `<IPV4>`...).
+    pub const fn placeholder(self) -> &'static str {
+        match self {
+            MaskKind::Num => "<NUM>",
+            MaskKind::Hex => "<HEX>",
+            MaskKind::Uuid => "<UUID>",
+            MaskKind::Ipv4 => "<IPV4>",
+            MaskKind::Ipv6 => "<IPV6>",
+            MaskKind::Timestamp => "<TS>",
+            MaskKind::Path => "<PATH>",
+        }
+    }
+
+    /// The kind whose placeholder is `name` (without the angle brackets).
+    pub(crate) fn from_placeholder_name(name: &str) -> Option<MaskKind> {
+        MaskKind::ALL
+            .into_iter()
+            .find(|k| &k.placeholder()[1..k.placeholder().len() - 1] == name)
+    }
+}
+
+/// Classifies a whole value: the kind, if `value` is entirely one masked class.
+///
+/// A number with a unit (`12ms`) is not a whole value of any class; token masking handles it by
+/// keeping the unit literal.
+pub fn classify(value: &str) -> Option<MaskKind> {
+    match classify_with_unit(value) {
+        Some((kind, hole_len)) if hole_len == value.len() => Some(kind),
+        _ => None,
+    }
+}
+
+/// One piece of a masked token: a byte range of the token, literal or a hole of some kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Piece {
+    /// `None` for literal text, the mask class for a hole.
+    pub(crate) hole: Option<MaskKind>,
+    /// Byte range into the token.
+    pub(crate) start: usize,
+    /// End of the byte range (exclusive).
+    pub(crate) end: usize,
+}
+
+impl Piece {
+    pub(crate) fn range(&self) -> Range<usize> {
+        self.start..self.end
+    }
+}
+
+/// Characters that separate values inside a token (`key=value`, `a,b`, `[x]`). `:` is handled
+/// separately, after a run failed to classify whole, so times and IPv6 addresses stay intact.
+const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"'";
+
+/// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
+///
+/// On `false` nothing is appended: the token is plain literal text. Pieces cover the token
+/// exactly, in order, and adjacent literal pieces are merged, so the rendering of a token is
+/// unique.
+pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
+    let bytes = token.as_bytes();
+    // Fast path: every class needs a digit, a `/` (paths, URLs) or a `:` (IPv6).
+    if !bytes
+        .iter()
+        .any(|b| b.is_ascii_digit() || *b == b'/' || *b == b':')
+    {
+        return false;
+    }
+    let mark = out.len();
+    let mut builder = PieceBuilder { out, holes: 0 };
+    if let Some((kind, hole_len)) = classify_with_unit(token) {
+        builder.hole(kind, 0, hole_len);
+        builder.literal(hole_len, token.len());
+    } else {
+        let mut run_start = 0;
+        for (i, b) in bytes.iter().enumerate() {
+            if DELIMITERS.contains(b) {
+                mask_run(token, run_start, i, &mut builder);
+                builder.literal(i, i + 1);
+                run_start = i + 1;
+            }
+        }
+        mask_run(token, run_start, token.len(), &mut builder);
+    }
+    if builder.holes == 0 {
+        out.truncate(mark);
+        false
+    } else {
+        true
+    }
+}
+
+/// Masks one delimiter-free run of a token: whole, then without trailing dots, then split on `:`.
+fn mask_run(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
+    if start == end {
+        return;
+    }
+    let run = &token[start..end];
+    if let Some((kind, hole_len)) = classify_with_unit(run) {
+        b.hole(kind, start, start + hole_len);
+        b.literal(start + hole_len, end);
+        return;
+    }
+    let trimmed = run.trim_end_matches('.');
+    if !trimmed.is_empty()
+        && trimmed.len() != run.len()
+        && let Some((kind, hole_len)) = classify_with_unit(trimmed)
+    {
+        b.hole(kind, start, start + hole_len);
+        b.literal(start + hole_len, end);
+        return;
+    }
+    if run.contains(':') {
+        let mut sub_start = start;
+        for (i, c) in run.bytes().enumerate() {
+            if c == b':' {
+                mask_leaf(token, sub_start, start + i, b);
+                b.literal(start + i, start + i + 1);
+                sub_start = start + i + 1;
+            }
+        }
+        mask_leaf(token, sub_start, end, b);
+    } else {
+        b.literal(start, end);
+    }
+}
+
+/// Masks the last level: a run with no delimiter and no `:`.
+fn mask_leaf(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
+    if start == end {
+        return;
+    }
+    match classify_with_unit(&token[start..end]) {
+        Some((kind, hole_len)) => {
+            b.hole(kind, start, start + hole_len);
+            b.literal(start + hole_len, end);
+        }
+        None => b.literal(start, end),
+    }
+}
+
+struct PieceBuilder<'a> {
+    out: &'a mut Vec<Piece>,
+    holes: usize,
+}
+
+impl PieceBuilder<'_> {
+    fn literal(&mut self, start: usize, end: usize) {
+        if start == end {
+            return;
+        }
+        if let Some(last) = self.out.last_mut()
+            && last.hole.is_none()
+            && last.end == start
+        {
+            last.end = end;
+            return;
+        }
+        self.out.push(Piece {
+            hole: None,
+            start,
+            end,
+        });
+    }
+
+    fn hole(&mut self, kind: MaskKind, start: usize, end: usize) {
+        self.holes += 1;
+        self.out.push(Piece {
+            hole: Some(kind),
+            start,
+            end,
+        });
+    }
+}
+
+/// Classifies `s`: the kind and the length of the hole, which is `s.len()` except for a number
+/// followed by a unit, where the unit stays literal.
+fn classify_with_unit(s: &str) -> Option<(MaskKind, usize)> {
+    let b = s.as_bytes();
+    if b.is_empty() {
+        return None;
+    }
+    if is_uuid(b) {
+        return Some((MaskKind::Uuid, b.len()));
+    }
+    if is_ipv4(s) {
+        return Some((MaskKind::Ipv4, b.len()));
+    }
+    if is_ipv6(s) {
+        return Some((MaskKind::Ipv6, b.len()));
+    }
+    if is_timestamp(b) {
+        return Some((MaskKind::Timestamp, b.len()));
+    }
+    if is_hex(b) {
+        return Some((MaskKind::Hex, b.len()));
+    }
+    if let Some(len) = number_len(b) {
+        if len == b.len() {
+            return Some((MaskKind::Num, len));
+        }
+        let unit = &b[len..];
+        if unit.len() <= 4 && (unit.iter().all(u8::is_ascii_alphabetic) || unit == b"%") {
+            return Some((MaskKind::Num, len));
+        }
+    }
+    if is_path(b) {
+        return Some((MaskKind::Path, b.len()));
+    }
+    None
+}
+
+fn is_uuid(b: &[u8]) -> bool {
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => *c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
+}
+
+fn is_ipv4(s: &str) -> bool {
+    let (addr, prefix) = match s.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (s, None),
+    };
+    if addr.parse::<Ipv4Addr>().is_err() {
+        return false;
+    }
+    match prefix {
+        None => true,
+        Some(p) => {
+            !p.is_empty()
+                && p.len() <= 2
+                && p.bytes().all(|c| c.is_ascii_digit())
+                && p.parse::<u8>().is_ok_and(|n| n <= 32)
+        }
+    }
+}
+
+fn is_ipv6(s: &str) -> bool {
+    // `::` alone parses, but as a token it is punctuation far more often than an address.
+    s.contains(':') && s.bytes().any(|c| c.is_ascii_hexdigit()) && s.parse::<Ipv6Addr>().is_ok()
+}
+
+fn is_hex(b: &[u8]) -> bool {
+    if let Some(rest) = b.strip_prefix(b"0x").or_else(|| b.strip_prefix(b"0X")) {
+        return !rest.is_empty() && rest.iter().all(u8::is_ascii_hexdigit);
+    }
+    b.len() >= 6
+        && b.iter().all(u8::is_ascii_hexdigit)
+        && b.iter().any(u8::is_ascii_digit)
+        && b.iter().any(u8::is_ascii_alphabetic)
+}
+
+/// Length of the number at the start of `b` (`[+-]?digits(.digits)?`), if there is one.
+fn number_len(b: &[u8]) -> Option<usize> {
+    let mut i = usize::from(matches!(b.first(), Some(b'+' | b'-')));
+    let int_start = i;
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    if i == int_start {
+        return None;
+    }
+    if b.get(i) == Some(&b'.') && b.get(i + 1).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+        while b.get(i).is_some_and(u8::is_ascii_digit) {
+            i += 1;
+        }
+    }
+    Some(i)
+}
+
+fn is_path(b: &[u8]) -> bool {
+    if b.len() >= 2 && b[0] == b'/' {
+        return true;
+    }
+    if b.starts_with(b"./") || b.starts_with(b"../") || b.starts_with(b"~/") {
+        return true;
+    }
+    // URL: scheme "://" rest, scheme = letter (letter | digit | + - .)*
+    if let Some(pos) = find(b, b"://") {
+        let scheme = &b[..pos];
+        return pos + 3 < b.len()
+            && scheme.first().is_some_and(u8::is_ascii_alphabetic)
+            && scheme
+                .iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
+    }
+    false
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// A cursor over the bytes of a candidate timestamp.
+struct Cursor<'a> {
+    b: &'a [u8],
+    i: usize,
+}
+
+impl Cursor<'_> {
+    fn digits(&mut self, n: usize) -> bool {
+        let ok =
+            self.b.len() >= self.i + n && self.b[self.i..self.i + n].iter().all(u8::is_ascii_digit);
+        if ok {
+            self.i += n;
+        }
+        ok
+    }
+
+    fn letters(&mut self, n: usize) -> bool {
+        let ok = self.b.len() >= self.i + n
+            && self.b[self.i..self.i + n]
+                .iter()
+                .all(u8::is_ascii_alphabetic);
+        if ok {
+            self.i += n;
+        }
+        ok
+    }
+
+    fn byte(&mut self, c: u8) -> bool {
+        let ok = self.b.get(self.i) == Some(&c);
+        if ok {
+            self.i += 1;
+        }
+        ok
+    }
+
+    fn one_of(&mut self, set: &[u8]) -> Option<u8> {
+        let c = *self.b.get(self.i)?;
+        if set.contains(&c) {
+            self.i += 1;
+            Some(c)
+        } else {
+            None
+        }
+    }
+
+    fn at_end(&self) -> bool {
+        self.i == self.b.len()
+    }
+
+    /// `YYYY-MM-DD` or `YYYY/MM/DD`.
+    fn iso_date(&mut self) -> bool {
+        let start = self.i;
+        let ok = self.digits(4)
+            && match self.one_of(b"-/") {
+                Some(sep) => self.digits(2) && self.byte(sep) && self.digits(2),
+                None => false,
+            };
+        if !ok {
+            self.i = start;
+        }
+        ok
+    }
+
+    /// `DD/Mon/YYYY` (the common log format).
+    fn clf_date(&mut self) -> bool {
+        let start = self.i;
+        let ok = self.digits(2)
+            && self.byte(b'/')
+            && self.letters(3)
+            && self.byte(b'/')
+            && self.digits(4);
+        if !ok {
+            self.i = start;
+        }
+        ok
+    }
+
+    /// `HH:MM:SS`, an optional fraction, an optional zone.
+    fn time(&mut self) -> bool {
+        if !(self.digits(2)
+            && self.byte(b':')
+            && self.digits(2)
+            && self.byte(b':')
+            && self.digits(2))
+        {
+            return false;
+        }
+        if self.byte(b'.') {
+            let start = self.i;
+            while self.b.get(self.i).is_some_and(u8::is_ascii_digit) {
+                self.i += 1;
+            }
+            if self.i == start {
+                return false;
+            }
+        }
+        if self.byte(b'Z') {
+            return true;
+        }
+        if self.one_of(b"+-").is_some() {
+            if !self.digits(2) {
+                return false;
+            }
+            // The minutes of the offset are optional; a `:` must be followed by them.
+            if self.byte(b':') {
+                return self.digits(2);
+            }
+            let _ = self.digits(2);
+        }
+        true
+    }
+}
+
+fn is_timestamp(b: &[u8]) -> bool {
+    if b.len() < 8 || !b[0].is_ascii_digit() {
+        return false;
+    }
+    let mut c = Cursor { b, i: 0 };
+    if c.iso_date() {
+        if c.at_end() {
+            return true;
+        }
+        return c.one_of(b"T_").is_some() && c.time() && c.at_end();
+    }
+    if c.clf_date() {
+        if c.at_end() {
+            return true;
+        }
+        return c.byte(b':') && c.time() && c.at_end();
+    }
+    c.time() && c.at_end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Renders a token's masking the way a template shows it.
+    fn masked(token: &str) -> String {
+        let mut pieces = Vec::new();
+        if !mask_token(token, &mut pieces) {
+            return token.to_owned();
+        }
+        let mut out = String::new();
+        let mut covered = 0;
+        for p in &pieces {
+            assert_eq!(p.start, covered, "pieces must cover {token:?} in order");
+            covered = p.end;
+            match p.hole {
+                Some(k) => out.push_str(k.placeholder()),
+                None => out.push_str(&token[p.range()]),
+            }
+        }
+        assert_eq!(covered, token.len(), "pieces must cover all of {token:?}");
+        out
+    }
+
+    /// Proves each class recognises its canonical forms as whole values.
+    /// Mutation check: make `is_uuid` return false and the UUID row fails.
+    #[test]
+    fn mask_classify_whole_values() {
+        let cases = [
+            ("42", MaskKind::Num),
+            ("-3.25", MaskKind::Num),
+            ("+7", MaskKind::Num),
+            ("0x1F", MaskKind::Hex),
+            ("deadbeef01", MaskKind::Hex),
+            ("a1b2c3", MaskKind::Hex),
+            ("123e4567-e89b-12d3-a456-426614174000", MaskKind::Uuid),
+            ("10.0.0.1", MaskKind::Ipv4),
+            ("192.168.0.0/16", MaskKind::Ipv4),
+            ("::1", MaskKind::Ipv6),
+            ("fe80::1ff:fe23:4567:890a", MaskKind::Ipv6),
+            ("2001:db8::8a2e:370:7334", MaskKind::Ipv6),
+            ("2024-01-31", MaskKind::Timestamp),
+            ("2024/01/31", MaskKind::Timestamp),
+            ("10:00:00", MaskKind::Timestamp),
+            ("10:00:00.123456", MaskKind::Timestamp),
+            ("2024-01-31T10:00:00Z", MaskKind::Timestamp),
+            ("2024-01-31T10:00:00.5+02:00", MaskKind::Timestamp),
+            ("10/Oct/2000:13:55:36", MaskKind::Timestamp),
+            ("/var/log/syslog", MaskKind::Path),
+            ("./run.sh", MaskKind::Path),
+            ("../x", MaskKind::Path),
+            ("~/.config", MaskKind::Path),
+            ("https://example.com/a?b=1", MaskKind::Path),
+        ];
+        for (value, kind) in cases {
+            assert_eq!(classify(value), Some(kind), "{value:?}");
+        }
+    }
+
+    /// Proves ordinary words and near-misses stay literal, so they can key the prefix tree.
+    /// Mutation check: drop the `any(is_ascii_digit)` requirement in `is_hex` and "facade" fails.
+    #[test]
+    fn mask_classify_rejects_words_and_near_misses() {
+        for value in [
+            "",
+            "error",
+            "facade",
+            "deadbeef",
+            "abc",
+            "/",
+            "1.2.3",
+            "256.0.0.1",
+            "10.0.0.1/33",
+            "::",
+            "2024-1-31",
+            "25:00",
+            "12:30",
+            "v2",
+            "1e10",
+            "ftp:/x",
+            "123e4567-e89b-12d3-a456-42661417400",
+            "x://",
+        ] {
+            assert_eq!(classify(value), None, "{value:?}");
+        }
+    }
+
+    /// Proves masking inside tokens: key=value, host:port, units, brackets, trailing dots.
+    /// Mutation check: remove the `split on ':'` branch of `mask_run` and the host:port row fails.
+    #[test]
+    fn mask_token_pieces_inside_tokens() {
+        let cases = [
+            ("user=42", "user=<NUM>"),
+            ("took=12ms", "took=<NUM>ms"),
+            ("12ms", "<NUM>ms"),
+            ("99%", "<NUM>%"),
+            ("10.0.0.1:8080", "<IPV4>:<NUM>"),
+            ("[2024-01-31", "[<TS>"),
+            ("10:00:00]", "<TS>]"),
+            ("ts=10:00:00,", "ts=<TS>,"),
+            ("(id:7)", "(id:<NUM>)"),
+            ("in=12.5s.", "in=<NUM>s."),
+            ("[::1]:443", "[<IPV6>]:<NUM>"),
+            ("path=/a/b", "path=<PATH>"),
+            ("\"GET", "\"GET"),
+            ("v2", "v2"),
+            ("naïve=3", "naïve=<NUM>"),
+        ];
+        for (token, want) in cases {
+            assert_eq!(masked(token), want, "{token:?}");
+        }
+    }
+
+    /// Proves a token with no digit, `/` or `:` never allocates pieces (the fast path).
+    /// Mutation check: return `true` unconditionally from the fast path and this fails.
+    #[test]
+    fn mask_fast_path_leaves_words_alone() {
+        let mut pieces = Vec::new();
+        for token in ["hello", "naïve", "日本語", "<*>", "a=b", "x,y"] {
+            assert!(!mask_token(token, &mut pieces), "{token:?}");
+            assert!(pieces.is_empty());
+        }
+    }
+
+    /// Proves every placeholder name maps back to its kind (the template parser relies on it).
+    /// Mutation check: change the slice bounds in `from_placeholder_name` and this fails.
+    #[test]
+    fn mask_placeholder_names_round_trip() {
+        for kind in MaskKind::ALL {
+            let p = kind.placeholder();
+            assert_eq!(
+                MaskKind::from_placeholder_name(&p[1..p.len() - 1]),
+                Some(kind)
+            );
+        }
+        assert_eq!(MaskKind::from_placeholder_name("*"), None);
+    }
+}

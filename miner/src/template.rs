@@ -1,0 +1,590 @@
+//! Templates: what a cluster of lines has in common, and the slots where they differ.
+//!
+//! A template has the shape of a tokenized line: `n` token slots and `n + 1` separator slots.
+//! A token slot is literal text, a masked token (literal pieces and typed holes such as
+//! `user=<NUM>`), or the wildcard `<*>`; a separator slot is a literal whitespace run or the
+//! separator wildcard `<_>`. Every hole and wildcard is one parameter, in slot order, so
+//! [`Template::reconstruct`] gives back the original line byte for byte.
+//!
+//! The rendered form (`Display`) is what audit events carry and it parses back
+//! ([`Template::parse`]) into the same template: a literal `\` or `<` is escaped with `\`.
+
+use std::fmt::{self, Write as _};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::mask::MaskKind;
+use crate::tokens::LineView;
+
+/// The rendering of a token wildcard.
+pub const TOKEN_WILDCARD: &str = "<*>";
+/// The rendering of a separator wildcard.
+pub const SEPARATOR_WILDCARD: &str = "<_>";
+
+/// A mined template: literal text, typed holes and wildcards, in the shape of a line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Template {
+    /// `tokens.len() + 1` separator slots.
+    seps: Vec<SepSlot>,
+    tokens: Vec<TokenSlot>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum SepSlot {
+    #[serde(rename = "a")]
+    Any,
+    #[serde(rename = "l")]
+    Lit(String),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum TokenSlot {
+    #[serde(rename = "a")]
+    Any,
+    #[serde(rename = "t")]
+    Text(String),
+    /// At least one hole; adjacent literal pieces merged.
+    #[serde(rename = "m")]
+    Masked(Vec<TPiece>),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum TPiece {
+    #[serde(rename = "l")]
+    Lit(String),
+    #[serde(rename = "h")]
+    Hole(MaskKind),
+}
+
+/// How a line compares with a template of the same length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Similarity {
+    /// Non-wildcard token slots equal to the line's token.
+    pub(crate) equal: usize,
+    /// Non-wildcard token slots.
+    pub(crate) literal: usize,
+    /// Wildcard token slots.
+    pub(crate) wildcards: usize,
+}
+
+impl Similarity {
+    /// `equal / literal`, exactly, as a comparison against `threshold`; a template with no
+    /// literal slot matches every line of its length.
+    pub(crate) fn reaches(&self, threshold: f64) -> bool {
+        self.literal == 0 || self.equal as f64 >= threshold * self.literal as f64
+    }
+
+    /// Whether `self` is a strictly better match than `other`: higher similarity (compared by
+    /// cross-multiplication, no rounding), then more wildcards (Drain's tie-break).
+    pub(crate) fn better_than(&self, other: &Similarity) -> bool {
+        let (a_eq, a_lit) = self.ratio();
+        let (b_eq, b_lit) = other.ratio();
+        let lhs = a_eq * b_lit;
+        let rhs = b_eq * a_lit;
+        lhs > rhs || (lhs == rhs && self.wildcards > other.wildcards)
+    }
+
+    /// The similarity as a fraction; a template without literal slots has similarity 1/1.
+    fn ratio(&self) -> (u128, u128) {
+        if self.literal == 0 {
+            (1, 1)
+        } else {
+            (self.equal as u128, self.literal as u128)
+        }
+    }
+}
+
+impl Template {
+    /// The template of one line: every token as masked, every separator literal.
+    pub(crate) fn from_line(line: &LineView<'_>) -> Template {
+        let n = line.token_count();
+        let seps = (0..=n)
+            .map(|i| SepSlot::Lit(line.sep(i).to_owned()))
+            .collect();
+        let tokens = (0..n)
+            .map(|i| {
+                let text = line.token(i);
+                let pieces = line.pieces(i);
+                if pieces.is_empty() {
+                    TokenSlot::Text(text.to_owned())
+                } else {
+                    TokenSlot::Masked(
+                        pieces
+                            .iter()
+                            .map(|p| match p.hole {
+                                Some(kind) => TPiece::Hole(kind),
+                                None => TPiece::Lit(text[p.range()].to_owned()),
+                            })
+                            .collect(),
+                    )
+                }
+            })
+            .collect();
+        Template { seps, tokens }
+    }
+
+    /// Number of token slots (the line length this template matches).
+    pub fn token_count(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Number of parameters a line of this template carries.
+    pub fn param_count(&self) -> usize {
+        let seps = self
+            .seps
+            .iter()
+            .filter(|s| matches!(s, SepSlot::Any))
+            .count();
+        let toks: usize = self
+            .tokens
+            .iter()
+            .map(|t| match t {
+                TokenSlot::Any => 1,
+                TokenSlot::Text(_) => 0,
+                TokenSlot::Masked(p) => p.iter().filter(|p| matches!(p, TPiece::Hole(_))).count(),
+            })
+            .sum();
+        seps + toks
+    }
+
+    /// Number of token slots that are not the `<*>` wildcard (literal or masked).
+    pub fn literal_token_count(&self) -> usize {
+        self.tokens
+            .iter()
+            .filter(|t| !matches!(t, TokenSlot::Any))
+            .count()
+    }
+
+    /// Rebuilds a line from its parameters, in slot order.
+    ///
+    /// # Errors
+    /// [`ReconstructError`] when `params` does not hold exactly [`Template::param_count`] values.
+    pub fn reconstruct<S: AsRef<str>>(&self, params: &[S]) -> Result<String, ReconstructError> {
+        let expected = self.param_count();
+        if params.len() != expected {
+            return Err(ReconstructError {
+                expected,
+                found: params.len(),
+                template: self.to_string(),
+            });
+        }
+        let mut params = params.iter().map(AsRef::as_ref);
+        // `expected` was checked above, so every `next()` below yields a value.
+        let mut next = || params.next().unwrap_or_default();
+        let mut out = String::new();
+        for (i, sep) in self.seps.iter().enumerate() {
+            match sep {
+                SepSlot::Any => out.push_str(next()),
+                SepSlot::Lit(s) => out.push_str(s),
+            }
+            let Some(tok) = self.tokens.get(i) else {
+                break;
+            };
+            match tok {
+                TokenSlot::Any => out.push_str(next()),
+                TokenSlot::Text(s) => out.push_str(s),
+                TokenSlot::Masked(pieces) => {
+                    for p in pieces {
+                        match p {
+                            TPiece::Lit(s) => out.push_str(s),
+                            TPiece::Hole(_) => out.push_str(next()),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Parses a rendered template (the form audit events carry) back into a template.
+    ///
+    /// # Errors
+    /// [`TemplateParseError`] when `s` is not the rendering of any template.
+    pub fn parse(s: &str) -> Result<Template, TemplateParseError> {
+        parse(s)
+    }
+
+    /// Whether token slot `i` accepts token `i` of `line` without widening.
+    fn token_matches(&self, i: usize, line: &LineView<'_>) -> bool {
+        match &self.tokens[i] {
+            TokenSlot::Any => true,
+            TokenSlot::Text(s) => line.pieces(i).is_empty() && s == line.token(i),
+            TokenSlot::Masked(tp) => {
+                let lp = line.pieces(i);
+                let text = line.token(i);
+                tp.len() == lp.len()
+                    && tp.iter().zip(lp).all(|(t, l)| match (t, l.hole) {
+                        (TPiece::Lit(s), None) => s == &text[l.range()],
+                        (TPiece::Hole(a), Some(b)) => *a == b,
+                        _ => false,
+                    })
+            }
+        }
+    }
+
+    fn sep_matches(&self, i: usize, line: &LineView<'_>) -> bool {
+        match &self.seps[i] {
+            SepSlot::Any => true,
+            SepSlot::Lit(s) => s == line.sep(i),
+        }
+    }
+
+    /// Compares `line` (of the same token count) with this template.
+    pub(crate) fn similarity(&self, line: &LineView<'_>) -> Similarity {
+        let mut sim = Similarity {
+            equal: 0,
+            literal: 0,
+            wildcards: 0,
+        };
+        for (i, slot) in self.tokens.iter().enumerate() {
+            if matches!(slot, TokenSlot::Any) {
+                sim.wildcards += 1;
+            } else {
+                sim.literal += 1;
+                if self.token_matches(i, line) {
+                    sim.equal += 1;
+                }
+            }
+        }
+        sim
+    }
+
+    /// The template widened to accept `line`, or `None` when it already accepts it.
+    ///
+    /// Every token slot that differs becomes `<*>`, every separator that differs becomes `<_>`.
+    pub(crate) fn widened(&self, line: &LineView<'_>) -> Option<Template> {
+        let n = self.tokens.len();
+        let unchanged = (0..=n).all(|i| self.sep_matches(i, line))
+            && (0..n).all(|i| self.token_matches(i, line));
+        if unchanged {
+            return None;
+        }
+        let seps = (0..=n)
+            .map(|i| {
+                if self.sep_matches(i, line) {
+                    self.seps[i].clone()
+                } else {
+                    SepSlot::Any
+                }
+            })
+            .collect();
+        let tokens = (0..n)
+            .map(|i| {
+                if self.token_matches(i, line) {
+                    self.tokens[i].clone()
+                } else {
+                    TokenSlot::Any
+                }
+            })
+            .collect();
+        Some(Template { seps, tokens })
+    }
+
+    /// The parameters of `line`, which this template must accept (see [`Template::widened`]).
+    pub(crate) fn params(&self, line: &LineView<'_>) -> Vec<String> {
+        let mut out = Vec::with_capacity(self.param_count());
+        for (i, sep) in self.seps.iter().enumerate() {
+            if matches!(sep, SepSlot::Any) {
+                out.push(line.sep(i).to_owned());
+            }
+            let Some(tok) = self.tokens.get(i) else {
+                break;
+            };
+            match tok {
+                TokenSlot::Any => out.push(line.token(i).to_owned()),
+                TokenSlot::Text(_) => {}
+                TokenSlot::Masked(_) => {
+                    let text = line.token(i);
+                    out.extend(
+                        line.pieces(i)
+                            .iter()
+                            .filter(|p| p.hole.is_some())
+                            .map(|p| text[p.range()].to_owned()),
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Checks the structural invariants a decoded snapshot must hold before it is trusted.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.seps.len() != self.tokens.len() + 1 {
+            return Err(format!(
+                "template has {} separators for {} tokens",
+                self.seps.len(),
+                self.tokens.len()
+            ));
+        }
+        for slot in &self.tokens {
+            let ok = match slot {
+                TokenSlot::Any => true,
+                TokenSlot::Text(s) => !s.is_empty() && !s.contains(char::is_whitespace),
+                TokenSlot::Masked(p) => p.iter().any(|p| matches!(p, TPiece::Hole(_))),
+            };
+            if !ok {
+                return Err(format!("malformed token slot {slot:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Approximate heap bytes held by this template (capacities of its vectors and strings).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        let seps: usize = self
+            .seps
+            .iter()
+            .map(|s| match s {
+                SepSlot::Any => 0,
+                SepSlot::Lit(s) => s.capacity(),
+            })
+            .sum();
+        let toks: usize = self
+            .tokens
+            .iter()
+            .map(|t| match t {
+                TokenSlot::Any => 0,
+                TokenSlot::Text(s) => s.capacity(),
+                TokenSlot::Masked(p) => {
+                    p.capacity() * size_of::<TPiece>()
+                        + p.iter()
+                            .map(|p| match p {
+                                TPiece::Lit(s) => s.capacity(),
+                                TPiece::Hole(_) => 0,
+                            })
+                            .sum::<usize>()
+                }
+            })
+            .sum();
+        self.seps.capacity() * size_of::<SepSlot>()
+            + self.tokens.capacity() * size_of::<TokenSlot>()
+            + seps
+            + toks
+    }
+}
+
+fn push_escaped(out: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+    for c in s.chars() {
+        if c == '\\' || c == '<' {
+            out.write_char('\\')?;
+        }
+        out.write_char(c)?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, sep) in self.seps.iter().enumerate() {
+            match sep {
+                SepSlot::Any => f.write_str(SEPARATOR_WILDCARD)?,
+                SepSlot::Lit(s) => f.write_str(s)?,
+            }
+            let Some(tok) = self.tokens.get(i) else {
+                break;
+            };
+            match tok {
+                TokenSlot::Any => f.write_str(TOKEN_WILDCARD)?,
+                TokenSlot::Text(s) => push_escaped(f, s)?,
+                TokenSlot::Masked(pieces) => {
+                    for p in pieces {
+                        match p {
+                            TPiece::Lit(s) => push_escaped(f, s)?,
+                            TPiece::Hole(kind) => f.write_str(kind.placeholder())?,
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for Template {
+    type Err = TemplateParseError;
+
+    fn from_str(s: &str) -> Result<Template, TemplateParseError> {
+        parse(s)
+    }
+}
+
+/// A parameter list that does not fit its template.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("template {template:?} takes {expected} parameters, {found} given")]
+pub struct ReconstructError {
+    /// Parameters the template takes.
+    pub expected: usize,
+    /// Parameters given.
+    pub found: usize,
+    /// The rendered template.
+    pub template: String,
+}
+
+/// A string that is not the rendering of a template.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TemplateParseError {
+    /// `<` starts something that is not a known placeholder (a literal `<` is written `\<`).
+    #[error("unknown placeholder at byte {offset} of {template:?}")]
+    UnknownPlaceholder {
+        /// Byte offset of the `<`.
+        offset: usize,
+        /// The input.
+        template: String,
+    },
+    /// A `\` at the end of the input or before whitespace.
+    #[error("dangling escape at byte {offset} of {template:?}")]
+    DanglingEscape {
+        /// Byte offset of the `\`.
+        offset: usize,
+        /// The input.
+        template: String,
+    },
+    /// `<*>` shares its token with other text.
+    #[error("token wildcard is not a whole token at byte {offset} of {template:?}")]
+    PartialWildcard {
+        /// Byte offset of the token.
+        offset: usize,
+        /// The input.
+        template: String,
+    },
+    /// A separator slot that mixes whitespace and `<_>`, or holds `<_>` twice.
+    #[error("separator mixes whitespace and <_> at byte {offset} of {template:?}")]
+    MixedSeparator {
+        /// Byte offset of the second part.
+        offset: usize,
+        /// The input.
+        template: String,
+    },
+}
+
+enum Unit {
+    Sep(SepSlot),
+    Token(TokenSlot),
+}
+
+fn parse(s: &str) -> Result<Template, TemplateParseError> {
+    let err_template = || s.to_owned();
+    let mut units: Vec<(usize, Unit)> = Vec::new();
+    let mut i = 0;
+    while i < s.len() {
+        let rest = &s[i..];
+        if rest.starts_with(SEPARATOR_WILDCARD) {
+            units.push((i, Unit::Sep(SepSlot::Any)));
+            i += SEPARATOR_WILDCARD.len();
+            continue;
+        }
+        let c = rest.chars().next().unwrap_or_default();
+        if c.is_whitespace() {
+            let end = rest
+                .char_indices()
+                .find(|(_, c)| !c.is_whitespace())
+                .map_or(s.len(), |(j, _)| i + j);
+            units.push((i, Unit::Sep(SepSlot::Lit(s[i..end].to_owned()))));
+            i = end;
+            continue;
+        }
+        // A token: up to whitespace, `<_>` or the end.
+        let start = i;
+        let mut pieces: Vec<TPiece> = Vec::new();
+        let mut lit = String::new();
+        let mut whole_wildcard = false;
+        let mut other_content = false;
+        while i < s.len() {
+            let rest = &s[i..];
+            let c = rest.chars().next().unwrap_or_default();
+            if c.is_whitespace() || rest.starts_with(SEPARATOR_WILDCARD) {
+                break;
+            }
+            if c == '\\' {
+                let escaped = rest[1..].chars().next();
+                match escaped {
+                    Some(e) if !e.is_whitespace() => {
+                        lit.push(e);
+                        other_content = true;
+                        i += 1 + e.len_utf8();
+                    }
+                    _ => {
+                        return Err(TemplateParseError::DanglingEscape {
+                            offset: i,
+                            template: err_template(),
+                        });
+                    }
+                }
+                continue;
+            }
+            if c == '<' {
+                if rest.starts_with(TOKEN_WILDCARD) {
+                    if whole_wildcard {
+                        other_content = true;
+                    }
+                    whole_wildcard = true;
+                    i += TOKEN_WILDCARD.len();
+                    continue;
+                }
+                let kind = rest[1..]
+                    .find('>')
+                    .and_then(|end| MaskKind::from_placeholder_name(&rest[1..1 + end]));
+                let Some(kind) = kind else {
+                    return Err(TemplateParseError::UnknownPlaceholder {
+                        offset: i,
+                        template: err_template(),
+                    });
+                };
+                if !lit.is_empty() {
+                    pieces.push(TPiece::Lit(std::mem::take(&mut lit)));
+                }
+                pieces.push(TPiece::Hole(kind));
+                other_content = true;
+                i += kind.placeholder().len();
+                continue;
+            }
+            lit.push(c);
+            other_content = true;
+            i += c.len_utf8();
+        }
+        let slot = if whole_wildcard {
+            if other_content {
+                return Err(TemplateParseError::PartialWildcard {
+                    offset: start,
+                    template: err_template(),
+                });
+            }
+            TokenSlot::Any
+        } else if pieces.is_empty() {
+            TokenSlot::Text(lit)
+        } else {
+            if !lit.is_empty() {
+                pieces.push(TPiece::Lit(lit));
+            }
+            TokenSlot::Masked(pieces)
+        };
+        units.push((start, Unit::Token(slot)));
+    }
+
+    // Assemble: sep? (token sep?)*, where a missing separator is the empty literal (only
+    // possible at the edges, since tokens are maximal).
+    let mut seps = Vec::new();
+    let mut tokens = Vec::new();
+    let mut pending_sep: Option<SepSlot> = None;
+    for (offset, unit) in units {
+        match unit {
+            Unit::Sep(sep) => {
+                if pending_sep.is_some() {
+                    return Err(TemplateParseError::MixedSeparator {
+                        offset,
+                        template: err_template(),
+                    });
+                }
+                pending_sep = Some(sep);
+            }
+            Unit::Token(tok) => {
+                seps.push(pending_sep.take().unwrap_or(SepSlot::Lit(String::new())));
+                tokens.push(tok);
+            }
+        }
+    }
+    seps.push(pending_sep.unwrap_or(SepSlot::Lit(String::new())));
+    Ok(Template { seps, tokens })
+}
