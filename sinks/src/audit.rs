@@ -296,16 +296,31 @@ impl SharedParquetAuditSink {
         group_events(taken)
     }
 
-    /// Put `groups` back at the front of the buffer, ahead of anything emitted since they were
-    /// taken, restoring the buffered gauge. Never panics (a `Drop` path calls it).
+    /// Put `groups` back ahead of anything emitted since they were taken, restoring the buffered
+    /// gauge. The buffer stays in sequence order: requeued events (older, smaller seqs) merge in
+    /// ahead of every concurrent emit and beside other requeued or set-aside events. Never panics
+    /// (a `Drop` path calls it).
     pub fn requeue_ahead(&self, groups: Vec<AuditGroup>) {
         let mut events: Vec<(u64, AuditEvent)> =
             groups.into_iter().flat_map(|g| g.events).collect();
-        events.sort_by_key(|(seq, _)| std::cmp::Reverse(*seq));
+        events.sort_by_key(|(seq, _)| *seq);
         let mut st = lock(&self.inner.state);
-        for e in events {
-            st.buffer.push_front(e);
+        let buffered = std::mem::take(&mut st.buffer);
+        let mut merged = VecDeque::with_capacity(buffered.len() + events.len());
+        let mut requeued = events.into_iter().peekable();
+        for (seq, event) in buffered {
+            while let Some((s, _)) = requeued.peek() {
+                if *s > seq {
+                    break;
+                }
+                if let Some(e) = requeued.next() {
+                    merged.push_back(e);
+                }
+            }
+            merged.push_back((seq, event));
         }
+        merged.extend(requeued);
+        st.buffer = merged;
         st.gauges();
     }
 

@@ -197,7 +197,7 @@ impl FaultyStore {
         let call = s.attempts;
         s.attempts += 1;
         let mut nth_under: BTreeMap<String, usize> = BTreeMap::new();
-        let prefixes: Vec<String> = s
+        let prefixes: std::collections::BTreeSet<String> = s
             .rules
             .iter()
             .filter_map(|r| match &r.on {

@@ -1,0 +1,9 @@
+//! Integration tests of `ourios-sinks` (one binary): every result is read back from the store
+//! and counted by record id.
+
+mod audit;
+mod common;
+mod model;
+mod quarantine;
+mod records;
+mod store;

@@ -1,0 +1,401 @@
+//! The record sink: per-put ownership in `publish_owned` (RFC 0054 §9.4), triggers, drains,
+//! requeue ordering, set-aside, and the Parquet record schema.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ourios_recoverable::Drained;
+use ourios_sinks::testing::Fault;
+use ourios_sinks::{
+    AppendOutcome, LogRecord, PartitionKey, RecordId, RecordSinkConfig, Tenant, metrics,
+};
+
+use crate::common::{
+    HOUR, Rig, T0, block_on, block_on_metered, catch, created, ids_of, rec, sorted,
+};
+
+/// Five partitions (one tenant, five hours), two records each, drained into one batch.
+fn five_partitions(rig: &Rig) -> Vec<ourios_sinks::Partition> {
+    for h in 0..5u64 {
+        for i in 0..2u32 {
+            let _ = rig.sink.append(rec("a", h + 1, i, T0 + h * HOUR, 0));
+        }
+    }
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
+    assert_eq!(slot.len(), 5);
+    slot
+}
+
+/// RFC 0054 §9.7 (records): the first put fails transiently, the third panics. Afterwards the
+/// first partition is back in the buffer too (it was requeued at once, not parked in a local
+/// vector), with the third (in flight) and the fourth and fifth (not started); the second is in
+/// the store and a healthy republish does not write it again. Counted by record id.
+///
+/// Mutation check: in `publish_owned`'s store-error arm, replace `batch.requeue(lease)` with
+/// `let _ = batch.settle(lease, Settlement::Dropped)`: the first partition's ids vanish.
+#[test]
+fn fault_transient_first_put_then_panic_third_requeues_first_and_third_onward() {
+    let rig = Rig::new();
+    let parts = five_partitions(&rig);
+    let expect_back = sorted([0, 2, 3, 4].iter().flat_map(|&i| parts[i].ids()).collect());
+    let second = parts[1].ids();
+    let all = sorted(ids_of(&parts));
+    rig.store
+        .on_nth_with_prefix("records/", 0, Fault::Transient);
+    rig.store
+        .on_nth_with_prefix("records/", 2, Fault::PanicBeforePut);
+    let (_, m) = block_on_metered(async {
+        let mut batch = rig.record_batch(parts);
+        assert!(catch(rig.sink.publish_owned(&mut batch)).await.is_err());
+        drop(batch);
+        assert_eq!(
+            sorted(rig.sink.buffered_ids(&Tenant::new("a"))),
+            expect_back
+        );
+        let stored = rig.stored().await;
+        assert_eq!(
+            stored.keys().copied().collect::<Vec<_>>(),
+            sorted(second.clone())
+        );
+
+        rig.store.clear_faults();
+        let mut slot = Vec::new();
+        rig.sink.drain_all(&mut slot);
+        let mut batch = rig.record_batch(slot);
+        let report = rig.sink.publish_owned(&mut batch).await;
+        assert_eq!(report.durable, 4);
+        let stored = rig.stored().await;
+        assert_eq!(stored.keys().copied().collect::<Vec<_>>(), all);
+        assert!(
+            stored.values().all(|n| *n == 1),
+            "the second was not rewritten"
+        );
+        assert_eq!(rig.store.puts_ok_with_prefix("records/"), 5);
+    });
+    // The panic was before the put: one in flight, nothing ambiguous written, but counted.
+    assert_eq!(
+        m.get(metrics::SINK_AMBIGUOUS_PUTS, &[("consumer", "records")]),
+        1.0
+    );
+    assert_eq!(
+        m.get(
+            metrics::FLUSH_ERRORS,
+            &[("error.type", "transient"), ("consumer", "records")]
+        ),
+        1.0
+    );
+}
+
+/// RFC0054.3 / I2 at the sink: a panic after the store accepted the second of three partitions
+/// (the ambiguous put) requeues it with the third; the republish writes it again: every id is
+/// present, the second partition's ids exactly twice (one duplicate per ambiguous put), and the
+/// ambiguous put is counted.
+///
+/// Mutation check: have the `RequeueTarget` impl for `SharedParquetSink` skip counting
+/// `ambiguous`: the counter assertion fails.
+#[test]
+fn fault_panic_after_put_requeues_in_flight_and_counts_ambiguous() {
+    let rig = Rig::new();
+    let parts: Vec<_> = five_partitions(&rig).into_iter().take(3).collect();
+    let all = sorted(ids_of(&parts));
+    let dup = parts[1].ids();
+    rig.store
+        .on_nth_with_prefix("records/", 1, Fault::PanicAfterPut);
+    let (_, m) = block_on_metered(async {
+        let mut batch = rig.record_batch(parts);
+        assert!(catch(rig.sink.publish_owned(&mut batch)).await.is_err());
+        drop(batch);
+        let mut slot = Vec::new();
+        rig.sink.drain_all(&mut slot);
+        let mut batch = rig.record_batch(slot);
+        assert!(rig.sink.publish_owned(&mut batch).await.all_durable());
+        let stored = rig.stored().await;
+        assert!(all.iter().all(|id| stored.contains_key(id)), "no id lost");
+        for (id, n) in &stored {
+            let expect = if dup.contains(id) { 2 } else { 1 };
+            assert_eq!(*n, expect, "{id}");
+        }
+    });
+    assert_eq!(
+        m.get(metrics::SINK_AMBIGUOUS_PUTS, &[("consumer", "records")]),
+        1.0
+    );
+}
+
+/// I3 at `publish_owned`: a partition whose audit event sits in a `RecoverableBatch` not yet
+/// written (the audit buffer is empty) is refused and requeued; after `write_owned` makes the
+/// event durable the same partition publishes.
+///
+/// Mutation check: delete the `is_durable_through` check in `publish_owned`: the record is in
+/// the store while its event is not.
+#[test]
+fn i3_publish_owned_refuses_partition_while_audit_batch_unwritten() {
+    let rig = Rig::new();
+    let seq = rig.audit.emit(created("a", i128::from(T0), 1));
+    let _ = rig.sink.append(rec("a", 1, 0, T0, seq));
+    let _ = rig.sink.append(rec("b", 2, 0, T0, 0));
+    block_on(async {
+        let mut audit = rig.audit_batch(rig.audit.take_groups());
+        assert_eq!(rig.audit.buffered_events(), 0);
+        let mut slot = Vec::new();
+        rig.sink.drain_all(&mut slot);
+        let mut records = rig.record_batch(slot);
+        let report = rig.sink.publish_owned(&mut records).await;
+        drop(records);
+        assert_eq!((report.durable, report.refused_unordered), (1, 1));
+        assert!(!report.all_durable());
+        let stored = rig.stored().await;
+        assert_eq!(
+            stored.keys().copied().collect::<Vec<_>>(),
+            vec![RecordId { lsn: 2, index: 0 }]
+        );
+        assert_eq!(
+            rig.sink.buffered_ids(&Tenant::new("a")),
+            vec![RecordId { lsn: 1, index: 0 }]
+        );
+
+        assert!(rig.audit.write_owned(&mut audit).await.all_durable());
+        let mut slot = Vec::new();
+        rig.sink.drain_all(&mut slot);
+        let mut records = rig.record_batch(slot);
+        assert_eq!(rig.sink.publish_owned(&mut records).await.durable, 1);
+        assert_eq!(rig.stored().await.len(), 2);
+    });
+}
+
+/// Every field of the record schema round-trips through Parquet and the store (ZSTD on and off),
+/// and the object key is `records/tenant=T/date=YYYY-MM-DD/hour=HH/<unique>.parquet`.
+///
+/// Mutation check: drop the `with_timezone_utc()` or swap `attributes`/`resource_attributes` in
+/// `record_batch`: the decoded record differs.
+#[test]
+fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
+    for zstd in [true, false] {
+        let rig = Rig::with(RecordSinkConfig {
+            target_partition_bytes: usize::MAX,
+            ceiling_bytes: usize::MAX,
+            zstd,
+            prefix: String::new(),
+        });
+        let full = LogRecord {
+            body: Some("user 42 logged in".into()),
+            attributes: vec![("k".into(), "v".into()), ("k2".into(), "".into())],
+            resource_attributes: vec![("service.name".into(), "api".into())],
+            trace_id: Some([7; 16]),
+            span_id: Some([9; 8]),
+            params: vec!["42".into(), "".into()],
+            severity_number: 17,
+            severity_text: "ERROR".into(),
+            template_version: 3,
+            ..rec("t/1", 10, 3, T0 + 5, 0)
+        };
+        let bare = rec("t/1", 10, 4, T0 + 6, 0);
+        let _ = rig.sink.append(full.clone());
+        let _ = rig.sink.append(bare.clone());
+        block_on(async {
+            let mut slot = Vec::new();
+            rig.sink.drain_all(&mut slot);
+            let mut batch = rig.record_batch(slot);
+            assert_eq!(rig.sink.publish_owned(&mut batch).await.durable, 1);
+            let back = ourios_sinks::read_records(&rig.store, "").await.unwrap();
+            assert_eq!(back, vec![full.clone(), bare.clone()]);
+        });
+        let keys: Vec<String> = rig.store.puts_per_key().into_keys().collect();
+        assert_eq!(keys.len(), 1);
+        assert!(
+            keys[0].starts_with("records/tenant=t%2F1/date=2023-11-14/hour=22/"),
+            "{}",
+            keys[0]
+        );
+        assert!(keys[0].ends_with(".parquet"));
+    }
+}
+
+/// The size trigger detaches the partition that reached the target, inside `append` after the
+/// record was inserted (the detached partition contains it); the ceiling detaches every
+/// non-terminal partition and leaves a terminal tenant's bytes accounted.
+///
+/// Mutation check: move the trigger before `st.insert` in `append`: the detached partition lacks
+/// the appended record.
+#[test]
+fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
+    let one = rec("a", 1, 0, T0, 0).estimated_bytes();
+    let rig = Rig::with(RecordSinkConfig {
+        target_partition_bytes: 3 * one,
+        ceiling_bytes: 7 * one,
+        zstd: true,
+        prefix: String::new(),
+    });
+    let mut detached = Vec::new();
+    for i in 0..3 {
+        match rig.sink.append(rec("a", 1, i, T0, 0)) {
+            AppendOutcome::Buffered { detached: d } => detached.extend(d),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(detached.len(), 1);
+    assert_eq!(
+        detached[0].records.len(),
+        3,
+        "includes the triggering record"
+    );
+    assert_eq!(rig.sink.buffered_records(), 0);
+
+    rig.sink.set_aside(&Tenant::new("z"));
+    for i in 0..3 {
+        let _ = rig.sink.append(rec("z", 9, i, T0, 0));
+    }
+    let _ = rig.sink.append(rec("b", 2, 0, T0, 0));
+    let _ = rig.sink.append(rec("b", 2, 1, T0 + HOUR, 0));
+    let _ = rig.sink.append(rec("c", 3, 0, T0, 0));
+    let AppendOutcome::Buffered { detached } = rig.sink.append(rec("c", 3, 1, T0 + HOUR, 0)) else {
+        panic!("derivable")
+    };
+    assert_eq!(detached.len(), 4, "every non-terminal partition");
+    assert_eq!(
+        rig.sink.buffered_records(),
+        3,
+        "the terminal tenant stays, accounted"
+    );
+    assert_eq!(rig.sink.buffered_bytes(), 3 * one);
+}
+
+/// `requeue` puts a partition back ahead of records appended since it left, restores the
+/// accounting, marks it due (so `drain_aged` takes it whatever its age), records the epoch from
+/// the epoch source; `park` keeps the audit watermark.
+///
+/// Mutation check: in `RecordState::put_back`, append the requeued records after the newer ones:
+/// the order assertion fails.
+#[test]
+fn requeue_goes_ahead_of_newer_records_restores_accounting_and_records_epoch() {
+    let rig = Rig::new();
+    let sink = rig.sink.clone().with_epoch_source(Arc::new(|| 41));
+    let _ = sink.append(rec("a", 1, 0, T0, 5));
+    let _ = sink.append(rec("a", 1, 1, T0, 6));
+    let bytes = sink.buffered_bytes();
+    let mut slot = Vec::new();
+    sink.drain_all(&mut slot);
+    assert_eq!(sink.buffered_bytes(), 0);
+    let _ = sink.append(rec("a", 2, 0, T0, 0));
+    let mut aged = Vec::new();
+    sink.drain_aged(Duration::from_secs(3600), &mut aged);
+    assert!(aged.is_empty(), "fresh, not due");
+    sink.requeue(slot);
+    let key = sink.buffered_keys()[0].clone();
+    let info = sink.partition_info(&key).unwrap();
+    assert_eq!(info.records, 3);
+    assert_eq!(info.requeued_epoch, Some(41));
+    assert!(info.due);
+    assert_eq!(info.audit_watermark, 6);
+    assert_eq!(
+        sink.buffered_ids(&Tenant::new("a")),
+        vec![
+            RecordId { lsn: 1, index: 0 },
+            RecordId { lsn: 1, index: 1 },
+            RecordId { lsn: 2, index: 0 }
+        ]
+    );
+    assert!(sink.buffered_bytes() > bytes);
+    let mut aged = Vec::new();
+    sink.drain_aged(Duration::from_secs(3600), &mut aged);
+    assert_eq!(aged.len(), 1, "due after a requeue");
+    assert_eq!(aged[0].requeued_epoch, Some(41));
+    sink.park(aged);
+    let info = sink.partition_info(&key).unwrap();
+    assert_eq!((info.audit_watermark, info.requeued_epoch), (6, Some(41)));
+}
+
+/// RFC 0056 §9.3 set-aside: a terminal tenant is skipped by `drain_all`, `drain_aged` and the
+/// audit take; its records and events stay buffered and accounted; the set is listed.
+///
+/// Mutation check: remove the `!terminal.contains(..)` filter from `drain_where`: the terminal
+/// tenant's partition is drained.
+#[test]
+fn set_aside_excludes_tenant_from_drains_and_audit_take() {
+    let rig = Rig::new();
+    let (a, z) = (Tenant::new("a"), Tenant::new("z"));
+    let _ = rig.audit.emit(created("z", i128::from(T0), 1));
+    let sa = rig.audit.emit(created("a", i128::from(T0), 2));
+    let _ = rig.sink.append(rec("a", 1, 0, T0, 0));
+    let _ = rig.sink.append(rec("z", 2, 0, T0, 0));
+    assert!(rig.sink.set_aside(&z));
+    assert!(!rig.sink.set_aside(&z));
+    assert!(rig.sink.is_terminal(&z) && rig.audit.is_terminal(&z));
+    assert_eq!(
+        rig.sink.terminal_tenants().into_iter().collect::<Vec<_>>(),
+        vec![z.clone()]
+    );
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
+    rig.sink.drain_aged(Duration::ZERO, &mut slot);
+    assert_eq!(ids_of(&slot), vec![RecordId { lsn: 1, index: 0 }]);
+    let groups = rig.audit.take_groups();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].tenant, a);
+    assert_eq!(groups[0].seqs(), vec![sa]);
+    assert_eq!(rig.audit.buffered_seqs(&z).len(), 1);
+    assert_eq!(
+        rig.sink.buffered_ids(&z),
+        vec![RecordId { lsn: 2, index: 0 }]
+    );
+    assert_eq!(rig.sink.buffered_records(), 1);
+}
+
+/// RFC 0054 §9.5 (the drain owns nothing on its stack): a panic at the failpoint between
+/// partitions leaves the partitions already taken in the `Drained` slot and the rest in the
+/// buffer; dropping the `Drained` requeues them, so no id is lost. A panic at the audit take
+/// removes nothing.
+///
+/// Mutation check: in `drain_where`, collect removed partitions into a local `Vec` and extend
+/// `slot` after the loop: the first partition is lost by the panic.
+#[test]
+fn fault_drain_panic_between_partitions_keeps_taken_partitions_owned() {
+    let _exclusive = crate::common::FAILPOINTS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scenario = fail::FailScenario::setup();
+    let rig = Rig::unguarded(RecordSinkConfig {
+        target_partition_bytes: usize::MAX,
+        ceiling_bytes: usize::MAX,
+        zstd: false,
+        prefix: String::new(),
+    });
+    for h in 0..3u64 {
+        let _ = rig.sink.append(rec("a", h, 0, T0 + h * HOUR, 0));
+    }
+    let seq = rig.audit.emit(created("a", i128::from(T0), 1));
+    let before = sorted(rig.all_buffered_ids());
+    let mut drained: Drained<ourios_sinks::AuditGroup, ourios_sinks::Partition, ()> =
+        Drained::new((), Arc::new(rig.audit.clone()), Arc::new(rig.sink.clone()));
+    fail::cfg("sinks::drain::between_partitions", "1*off->1*panic").unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rig.sink.drain_all(drained.record_slot())
+    }));
+    assert!(r.is_err());
+    assert_eq!(
+        drained.records().len(),
+        2,
+        "taken before the panic, owned by Drained"
+    );
+    assert_eq!(rig.sink.buffered_keys().len(), 1);
+    fail::cfg("sinks::audit::take", "panic").unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| rig.audit.take_groups()));
+    assert!(r.is_err());
+    assert_eq!(rig.audit.buffered_seqs(&Tenant::new("a")), vec![seq]);
+    drop(drained);
+    assert_eq!(sorted(rig.all_buffered_ids()), before);
+    scenario.teardown();
+}
+
+/// `PartitionKey::derive` buckets by UTC date and hour and fails past `i64::MAX` ns.
+///
+/// Mutation check: compute the hour from `nanos % NANOS_PER_HOUR`: the key differs.
+#[test]
+fn partition_key_derives_utc_date_and_hour_and_rejects_overflow() {
+    let key = PartitionKey::derive(&rec("a", 1, 0, T0, 0)).unwrap();
+    assert_eq!(key.to_string(), "tenant=a/date=2023-11-14/hour=22");
+    let err = PartitionKey::derive(&rec("a", 1, 0, u64::try_from(i64::MAX).unwrap() + 1, 0));
+    assert_eq!(err.unwrap_err().error_type(), "nanosecond_overflow");
+    assert!(PartitionKey::derive(&rec("a", 1, 0, u64::try_from(i64::MAX).unwrap(), 0)).is_ok());
+}
