@@ -245,11 +245,9 @@ impl<T> RecoverableBatch<T> {
         let slot = &mut self.slots[index];
         // Replace with a placeholder only once we know the slot is Pending, so a panic here
         // leaves every item where it was.
-        assert!(
-            matches!(slot, Slot::Pending(_)),
-            "begin({index}) on an item in state {:?}, not Pending",
-            slot.state()
-        );
+        if !matches!(slot, Slot::Pending(_)) {
+            not_pending(index, slot.state());
+        }
         if let Slot::Pending(item) = std::mem::replace(slot, Slot::Requeued) {
             *slot = Slot::InFlight(item);
         }
@@ -398,14 +396,14 @@ impl<T> RecoverableBatch<T> {
         items
     }
 
+    #[inline]
     fn check(&self, lease: &Lease) {
-        assert!(
-            lease.batch == self.id,
-            "lease for item {} belongs to another batch",
-            lease.index
-        );
+        if lease.batch != self.id {
+            foreign_lease(lease.index);
+        }
     }
 
+    #[inline]
     fn take_in_flight(&mut self, lease: &Lease, then: Slot<T>) -> T {
         self.check(lease);
         let slot = &mut self.slots[lease.index];
@@ -423,9 +421,25 @@ impl<T> RecoverableBatch<T> {
     }
 }
 
+// The panics live out of line so the hot paths (begin, item, settle) stay small enough to
+// inline into the consumer's loop.
+
+#[cold]
+#[inline(never)]
+fn not_pending(index: usize, state: ItemState) -> ! {
+    panic!("begin({index}) on an item in state {state:?}, not Pending")
+}
+
+#[cold]
+#[inline(never)]
+fn foreign_lease(index: usize) -> ! {
+    panic!("lease for item {index} belongs to another batch")
+}
+
 /// A lease is created only for an item it moves to `InFlight` and is consumed by the only calls
 /// that move it out, so its item is always `InFlight`.
 #[cold]
+#[inline(never)]
 fn unreachable_lease(lease: &Lease, state: ItemState) -> ! {
     unreachable!(
         "leased item {} is {state:?}, not InFlight: lease invariant broken",
