@@ -128,8 +128,8 @@ fn rfc0054_mech_finish_reports_counts_and_requeues_leftovers_once() {
 
 /// A lease only works on the batch that issued it: using it on another batch panics and leaves
 /// both batches intact, so their drops still requeue everything (nothing lost, nothing twice).
-/// Mutation check: delete the `assert!` in `RecoverableBatch::check` (the foreign lease then
-/// settles item 0 of the wrong batch, which is lost).
+/// Mutation check: delete the `if` in `RecoverableBatch::check` (the foreign lease then takes
+/// item 0 of the wrong batch, which is `InFlight` too, and that item is lost).
 #[test]
 fn rfc0054_mech_foreign_lease_is_refused_and_strands_nothing() {
     quiet_injected_panics();
@@ -157,8 +157,9 @@ fn rfc0054_mech_foreign_lease_is_refused_and_strands_nothing() {
 
 /// `begin` on an item that is not `Pending` is a programming error: it panics and the batch is
 /// unchanged (its drop still requeues what it holds, the settled item stays out).
-/// Mutation check: in `RecoverableBatch::begin`, move the `assert!` below the `mem::replace`
-/// (the InFlight item would be replaced by the placeholder and lost).
+/// Mutation check: in `RecoverableBatch::begin`, move the `if !matches!(..) { not_pending(..) }`
+/// check below the `mem::replace` (the InFlight item is then replaced by the placeholder and
+/// lost).
 #[test]
 fn rfc0054_mech_begin_on_non_pending_panics_without_losing_items() {
     let target = buffer();
@@ -233,12 +234,19 @@ fn rfc0054_mech_item_mut_edits_in_place_and_unwind_requeues_remainder() {
     assert_eq!(*crate::support::lock(&parts.0), vec![vec![1, 3]]);
 }
 
-/// An empty or fully settled batch never calls its target (the contract promises non-empty
-/// `items`).
-/// Mutation check: delete the `if items.is_empty() { return; }` in `requeue_from_drop`.
+/// An empty or fully settled batch, and a `Drained` holding empty batches, never call their
+/// target (the contract promises non-empty `items`).
+/// Mutation check: delete the `if items.is_empty() { return; }` in `requeue_from_drop` (the
+/// `Drained` below then hands its targets two empty Vecs).
 #[test]
 fn rfc0054_mech_settled_or_empty_batch_drop_calls_no_target() {
     let target = buffer();
+    {
+        let mut drained = ourios_recoverable::Drained::new((), target.clone(), target.clone());
+        drained.put_audit(Vec::new());
+        drained.record_slot().clear();
+        assert!(drained.is_empty());
+    }
     drop(batch_of(&[], &target));
     let mut batch = batch_of(&[7], &target);
     let lease = batch.begin_next().unwrap();
