@@ -7,3 +7,10 @@
 //! when it dies. Proves RFC0054.1, RFC0054.3 and RFC0056.1-.2 (see `rfcs/`).
 //!
 //! It knows nothing of HTTP or the WAL: frontiers and snapshots are the node's business.
+
+mod coordinator;
+pub mod metrics;
+mod publisher;
+
+pub use coordinator::{PublishCoordinator, SweepDrained, TenantVerdict, WriteVerdict};
+pub use publisher::{Detached, PublisherConfig};

@@ -1,0 +1,304 @@
+//! The publisher thread (RFC 0054 §9.5): one dedicated OS thread behind a bounded queue of
+//! [`Detached`] items, each a partition an encode worker detached, already inside the
+//! publisher's own `RecoverableBatch` and holding its share of the batch's shared completion.
+//!
+//! - Each item runs under `catch_unwind`, and the item is *moved into* the unwinding closure, so
+//!   a panic drops it during the unwind: its `RecoverableBatch` requeues first, then its
+//!   `DetachToken` reports the epoch to the latch and settles as panicked. The panic is counted
+//!   (`error.type = publisher_panic`) and the thread continues.
+//! - A thread that dies anyway (a panic outside an item) drains every item still queued back
+//!   into the buffers (parked) on its way out, and the next sender that finds the queue
+//!   disconnected parks its own item and respawns the thread behind the publisher-slot mutex.
+//! - A sender that finds the queue disconnected *parks*: the partition goes back into the
+//!   buffers under the sink lock (recording the current `barrier_epoch`, keeping its audit
+//!   watermark) before the token is completed as `Parked`.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
+use ourios_recoverable::{RecoverableBatch, RequeueTarget};
+use ourios_sinks::Partition;
+
+use crate::coordinator::{Inner, PublishCoordinator};
+use crate::metrics;
+
+/// A detached partition on its way to the publisher: its `RecoverableBatch` (dropped first,
+/// requeueing whatever is unsettled) and its share of the batch's shared completion (dropped
+/// second: report, then decrement).
+pub type Detached = Guarded<RecoverableBatch<Partition>, DetachToken>;
+
+/// Publisher settings.
+#[derive(Debug, Clone, Copy)]
+pub struct PublisherConfig {
+    /// Bound of the queue, in detached partitions. A full queue blocks the encode worker that
+    /// detached: that bound is what caps in-flight memory.
+    pub queue_bound: usize,
+}
+
+impl Default for PublisherConfig {
+    fn default() -> Self {
+        Self { queue_bound: 64 }
+    }
+}
+
+/// The publisher-slot mutex: the current sender and thread, replaced only by whoever holds it.
+#[derive(Debug)]
+pub(crate) struct PublisherSlot {
+    config: PublisherConfig,
+    state: Mutex<SlotState>,
+}
+
+#[derive(Debug, Default)]
+struct SlotState {
+    /// `None` once shut down.
+    tx: Option<SyncSender<Detached>>,
+    /// Bumped on every (re)spawn, so a sender only replaces the generation it saw die.
+    generation: u64,
+    thread: Option<JoinHandle<()>>,
+    shut_down: bool,
+}
+
+impl PublisherSlot {
+    pub(crate) fn new(config: PublisherConfig) -> Self {
+        Self {
+            config,
+            state: Mutex::new(SlotState::default()),
+        }
+    }
+}
+
+impl PublishCoordinator {
+    /// Starts the publisher thread if it is not running (first start, or after it died).
+    /// Returns false after shutdown.
+    pub fn ensure_publisher(&self) -> bool {
+        let mut state = self
+            .inner
+            .slot
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if state.shut_down {
+            return false;
+        }
+        let alive = state.thread.as_ref().is_some_and(|t| !t.is_finished());
+        if !alive {
+            self.spawn_locked(&mut state);
+        }
+        true
+    }
+
+    /// Whether the publisher thread is running.
+    pub fn publisher_alive(&self) -> bool {
+        let state = self
+            .inner
+            .slot
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// How many times the publisher thread was started (1 + respawns).
+    pub fn publisher_generation(&self) -> u64 {
+        self.inner
+            .slot
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .generation
+    }
+
+    fn spawn_locked(&self, state: &mut SlotState) {
+        if let Some(old) = state.thread.take() {
+            // The old thread has finished (or is finishing): its receiver is gone or going, and
+            // it drained its queue back into the buffers on the way out.
+            let _ = old.join();
+        }
+        let (tx, rx) = sync_channel(self.inner.slot.config.queue_bound);
+        let inner = Arc::clone(&self.inner);
+        let reason = if state.generation == 0 {
+            "start"
+        } else {
+            "respawn"
+        };
+        state.generation += 1;
+        let generation = state.generation;
+        let thread = std::thread::Builder::new()
+            .name(format!("ourios-publisher-{generation}"))
+            .spawn(move || run(inner, rx))
+            .expect("spawning the publisher thread (out of threads is not recoverable here)");
+        ::metrics::counter!(metrics::PUBLISHER_SPAWNS, "reason" => reason).increment(1);
+        state.tx = Some(tx);
+        state.thread = Some(thread);
+    }
+
+    /// Hands the partitions a trigger detached from `guard`'s batch to the publisher.
+    ///
+    /// Each partition moves into its own `RecoverableBatch` and takes a share of the batch's
+    /// shared completion *before* the enqueue (RFC 0054 §9.5: the transfer happens at the
+    /// in-flight registration), so from here on a panic in the worker cannot touch it. A full
+    /// queue blocks (the memory bound). A disconnected queue parks the partition back into the
+    /// buffers, completes its share as `Parked`, and respawns the publisher.
+    pub fn enqueue(&self, detached: Vec<Partition>, guard: &BatchGuard) {
+        for partition in detached {
+            let target: Arc<dyn RequeueTarget<Partition>> = Arc::new(self.inner.records.clone());
+            let item: Detached = Guarded::new(
+                RecoverableBatch::new(vec![partition], target),
+                guard.detach(),
+            );
+            self.send(item);
+        }
+    }
+
+    fn send(&self, item: Detached) {
+        let (tx, generation) = {
+            let state = self
+                .inner
+                .slot
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            (state.tx.clone(), state.generation)
+        };
+        let item = match tx {
+            Some(tx) => match tx.try_send(item) {
+                Ok(()) => {
+                    ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).increment(1.0);
+                    return;
+                }
+                // Full: block on the bound (the memory cap).
+                Err(TrySendError::Full(item)) => match tx.send(item) {
+                    Ok(()) => {
+                        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).increment(1.0);
+                        return;
+                    }
+                    Err(e) => e.0,
+                },
+                Err(TrySendError::Disconnected(item)) => item,
+            },
+            None => item,
+        };
+        park(item);
+        // Respawn behind the slot mutex, only if nobody has replaced the generation we saw die.
+        let mut state = self
+            .inner
+            .slot
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !state.shut_down && state.generation == generation {
+            self.spawn_locked(&mut state);
+        }
+    }
+
+    /// Stops the publisher: closes the queue, lets the thread publish what is queued, joins it.
+    /// Later `enqueue`s park their partitions (the final cut drains them).
+    pub fn shutdown(&self) {
+        let thread = {
+            let mut state = self
+                .inner
+                .slot
+                .state
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            state.shut_down = true;
+            state.tx = None;
+            state.thread.take()
+        };
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Parks a detached item: the partition goes back into the buffers (the sink records the
+/// current epoch and keeps the audit watermark) before its token completes.
+fn park(item: Detached) {
+    let (mut batch, token) = item.into_parts();
+    let n = batch.requeue_pending();
+    drop(batch);
+    ::metrics::counter!(metrics::PUBLISHER_PARKED).increment(n as u64);
+    token.complete(PublishOutcome::Parked);
+}
+
+/// Drains the queue back into the buffers when the thread exits, normally or by unwinding.
+struct DrainOnExit {
+    rx: Receiver<Detached>,
+}
+
+impl Drop for DrainOnExit {
+    fn drop(&mut self) {
+        while let Ok(item) = self.rx.try_recv() {
+            ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
+            // `park` requeues through the sink (poison-tolerant, non-panicking) and completes
+            // the token; nothing here can unwind.
+            park(item);
+        }
+    }
+}
+
+fn run(inner: Arc<Inner>, rx: Receiver<Detached>) {
+    let coordinator = PublishCoordinator { inner };
+    let _enter = coordinator.inner.runtime.enter();
+    let queue = DrainOnExit { rx };
+    while let Ok(item) = queue.rx.recv() {
+        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
+        // Test hook (compiled out unless the `failpoints` feature is on): a panic outside any
+        // item kills the thread; `item` drops in the unwind (requeue, then report), and `queue`
+        // drains what is left.
+        fail::fail_point!("publisher::thread::die", |_| panic!(
+            "publisher thread killed by failpoint"
+        ));
+        let c = coordinator.clone();
+        let result = catch_unwind(AssertUnwindSafe(move || {
+            // The item is owned by this closure: an unwind drops it here, so its batch
+            // requeues and its token reports + settles as panicked, before catch_unwind returns.
+            let mut item = item;
+            let outcome = c.inner.runtime.block_on(c.publish_detached(&mut item));
+            ::metrics::counter!(metrics::PUBLISHER_ITEMS, "outcome" => outcome_label(outcome))
+                .increment(1);
+            item.complete(outcome);
+        }));
+        if result.is_err() {
+            ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "publisher_panic").increment(1);
+        }
+    }
+}
+
+fn outcome_label(outcome: PublishOutcome) -> &'static str {
+    match outcome {
+        PublishOutcome::Durable => "durable",
+        PublishOutcome::Dropped => "dropped",
+        PublishOutcome::Requeued => "requeued",
+        PublishOutcome::Parked => "parked",
+        PublishOutcome::Failed => "failed",
+    }
+}
+
+impl PublishCoordinator {
+    /// Publishes one detached item (`Feed::publish`): the audit events it depends on first if
+    /// they are not durable yet, then its partition. Terminal tenants and audit-before-records
+    /// refusals requeue inside `publish_owned`.
+    async fn publish_detached(&self, batch: &mut RecoverableBatch<Partition>) -> PublishOutcome {
+        let needs_audit = batch.pending_indices().into_iter().any(|i| {
+            batch.get(i).is_some_and(|p| {
+                !self
+                    .inner
+                    .audit
+                    .is_durable_through(&p.key.tenant, p.audit_watermark)
+            })
+        });
+        if needs_audit {
+            let _ = self.flush_audit().await;
+        }
+        let report = self.inner.records.publish_owned(batch).await;
+        if report.all_durable() {
+            PublishOutcome::Durable
+        } else {
+            PublishOutcome::Requeued
+        }
+    }
+}

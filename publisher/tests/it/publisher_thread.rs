@@ -1,0 +1,171 @@
+//! The publisher-thread legs of RFC 0054 §9.7 (U.6, C.4): a panic inside the publisher on a
+//! detached batch settles it per partition and the thread keeps serving; a dead publisher is
+//! respawned and what was queued is settled; an enqueue on a disconnected queue parks; quiesce
+//! and shutdown return.
+
+use std::collections::BTreeSet;
+
+use ourios_sinks::testing::Fault;
+use ourios_sinks::{Partition, RecordId};
+
+use crate::rig::Rig;
+
+/// Takes every buffered partition out (as a worker's triggers would detach them).
+fn detach_all(rig: &Rig) -> Vec<Partition> {
+    let mut parts = Vec::new();
+    rig.records.drain_all(&mut parts);
+    parts
+}
+
+fn ids_of(parts: &[Partition]) -> Vec<BTreeSet<RecordId>> {
+    parts
+        .iter()
+        .map(|p| p.ids().into_iter().collect())
+        .collect()
+}
+
+/// U.6 / C.4: the first detached partition's put panics inside the publisher thread. That
+/// partition is requeued into the buffer (settled per partition, through its own
+/// `RecoverableBatch`), its epoch is reported to the latch, the verdict for the epoch is not
+/// ok, and the thread goes on to publish the second partition. The worker's guard is never
+/// touched: it ends normally after the detach.
+/// Mutation check: in `run`, move `item` out of the `catch_unwind` closure (borrow it instead)
+/// and the panicking item is dropped after the unwind: no latch report, verdict reads "failed"
+/// not "panicked".
+#[test]
+fn publisher_panic_on_detached_partition_requeues_it_and_thread_continues() {
+    let mut rig = Rig::new();
+    rig.append("a", 0, 3);
+    rig.append("a", 1, 3);
+    // The audit events go first (the publisher flushes them), so the first *record* put panics.
+    rig.store
+        .on_nth_with_prefix("records/", 0, Fault::PanicBeforePut);
+    let parts = detach_all(&rig);
+    let ids = ids_of(&parts);
+    let guard = rig.barrier.enter_encode();
+    let epoch = guard.epoch();
+    rig.coord.enqueue(parts, &guard);
+    drop(guard);
+
+    let cut = rig.barrier.begin_cut();
+    rig.barrier.quiesce_encodes(&cut);
+    let verdict = rig.barrier.quiesce_publishes(&cut);
+    assert!(
+        !verdict.all_ok(cut.epoch()),
+        "a panicked publish must fail the verdict of its epoch"
+    );
+    assert_eq!(
+        verdict.panicked_publishes(),
+        1,
+        "exactly one publish panicked"
+    );
+    assert_eq!(
+        rig.barrier.latch().capture().epoch(),
+        epoch,
+        "the panic reported its epoch to the latch"
+    );
+    assert!(
+        rig.coord.publisher_alive(),
+        "the publisher thread must survive an item's panic"
+    );
+    assert_eq!(rig.coord.publisher_generation(), 1, "no respawn was needed");
+
+    let buffered = rig.buffered("a");
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(
+        ids[0].is_subset(&buffered),
+        "the panicking partition was not requeued"
+    );
+    assert!(
+        ids[1].is_subset(&store),
+        "the thread did not continue with the next partition"
+    );
+    assert!(ids[1].is_disjoint(&buffered));
+    rig.publish_all();
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(ids.iter().all(|s| s.is_subset(&store)));
+}
+
+/// C.4: the publisher thread dies (a panic outside any item). What it held is requeued, what
+/// was queued is parked back into the buffers on its way out, the next enqueue finds the queue
+/// disconnected, parks its partition and respawns the thread behind the slot mutex; quiesce
+/// returns (no guard is left unsettled) and a healthy publish completes.
+/// Mutation check: delete `DrainOnExit`'s loop and the queued items are dropped with the
+/// channel — still requeued by their own `Drop`, but completed as `Failed` rather than
+/// `Parked`; delete the respawn in `send` and `publisher_alive` stays false.
+#[test]
+fn publisher_dead_thread_is_respawned_and_queue_settled() {
+    let mut rig = Rig::new();
+    for h in 0..3 {
+        rig.append("a", h, 2);
+    }
+    let all: BTreeSet<RecordId> = rig.buffered("a");
+    fail::cfg("publisher::thread::die", "1*panic").unwrap();
+    let parts = detach_all(&rig);
+    let guard = rig.barrier.enter_encode();
+    rig.coord.enqueue(parts, &guard);
+    drop(guard);
+    let cut = rig.barrier.begin_cut();
+    rig.barrier.quiesce_encodes(&cut);
+    let verdict = rig.barrier.quiesce_publishes(&cut);
+    assert!(!verdict.all_ok(cut.epoch()));
+    fail::remove("publisher::thread::die");
+
+    // Everything is in the buffer or the store: nothing is lost with the dead thread.
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    let buffered = rig.buffered("a");
+    assert!(
+        all.iter()
+            .all(|id| store.contains(id) || buffered.contains(id)),
+        "records lost with the dead publisher"
+    );
+
+    // The next detach finds the queue disconnected: it parks and respawns.
+    rig.append("a", 5, 2);
+    let parts = detach_all(&rig);
+    let guard = rig.barrier.enter_encode();
+    rig.coord.enqueue(parts, &guard);
+    drop(guard);
+    let cut = rig.barrier.begin_cut();
+    rig.barrier.quiesce_encodes(&cut);
+    let _ = rig.barrier.quiesce_publishes(&cut);
+    assert!(
+        rig.coord.publisher_generation() >= 2,
+        "the dead publisher was not respawned"
+    );
+    assert!(rig.coord.publisher_alive());
+    rig.publish_all();
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(rig.buffered("a").is_empty());
+    assert!(all.is_subset(&store));
+}
+
+/// C.4: after shutdown the queue is disconnected; an enqueue parks its partitions back into
+/// the buffers (completing the shares as parked, so quiesce returns and the verdict fails
+/// closed), and shutdown itself returned.
+/// Mutation check: in `send`, drop the item on a disconnected queue instead of `park(item)`
+/// and the records are missing from the buffer.
+#[test]
+fn publisher_enqueue_on_disconnected_queue_parks() {
+    let mut rig = Rig::new();
+    let ids: BTreeSet<_> = rig.append("a", 0, 3).into_iter().collect();
+    rig.coord.shutdown();
+    let parts = detach_all(&rig);
+    assert!(rig.buffered("a").is_empty());
+    let guard = rig.barrier.enter_encode();
+    rig.coord.enqueue(parts, &guard);
+    drop(guard);
+    let cut = rig.barrier.begin_cut();
+    rig.barrier.quiesce_encodes(&cut);
+    let verdict = rig.barrier.quiesce_publishes(&cut);
+    assert!(
+        !verdict.all_ok(cut.epoch()),
+        "a parked publish is not ok for its epoch"
+    );
+    assert_eq!(
+        rig.buffered("a"),
+        ids,
+        "the parked partition is back in the buffer"
+    );
+    assert!(!rig.coord.publisher_alive(), "no respawn after shutdown");
+}

@@ -1,0 +1,142 @@
+//! RFC0056.1 and RFC0056.2 through `write_ordered`: a permanent audit failure for one tenant
+//! refuses and sets aside that tenant's records while the other tenant publishes.
+
+use std::collections::BTreeSet;
+
+use ourios_publisher::TenantVerdict;
+use ourios_sinks::Tenant;
+use ourios_sinks::testing::Fault;
+
+use crate::rig::{Rig, T0};
+
+fn assert_terminal_path(
+    rig: &mut Rig,
+    bad: &str,
+    bad_ids: &[ourios_sinks::RecordId],
+    good_ids: &[ourios_sinks::RecordId],
+) {
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+
+    let bad_t = Tenant::new(bad);
+    assert!(
+        matches!(
+            verdict.tenants.get(&bad_t),
+            Some(TenantVerdict::Terminal { .. })
+        ),
+        "verdict for {bad}: {:?}",
+        verdict.tenants.get(&bad_t)
+    );
+    assert!(!verdict.is_durable(&bad_t));
+    assert!(
+        verdict.is_durable(&Tenant::new("good")),
+        "the healthy tenant must publish: {verdict:?}"
+    );
+    assert!(rig.records.is_terminal(&bad_t), "{bad} must be terminal");
+    assert!(!rig.records.is_terminal(&Tenant::new("good")));
+
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    for id in good_ids {
+        assert!(store.contains(id), "healthy tenant's {id:?} not published");
+    }
+    for id in bad_ids {
+        assert!(
+            !store.contains(id),
+            "terminal tenant's {id:?} was published without its audit event"
+        );
+    }
+    let buffered = rig.buffered(bad);
+    assert!(
+        bad_ids.iter().all(|id| buffered.contains(id)),
+        "terminal tenant's records were not requeued"
+    );
+    assert!(
+        !rig.audit.is_durable_through(&bad_t, rig.audit.last_seq()),
+        "failed events must not read as durable"
+    );
+
+    // Later drains skip the terminal tenant: no further store calls for it, nothing spins.
+    let attempts = rig.store.put_attempts();
+    for _ in 0..3 {
+        let mut d = rig.coord.drain_all();
+        assert!(
+            d.records().iter().all(|p| p.key.tenant != bad_t),
+            "a drain took the terminal tenant's partitions"
+        );
+        assert!(
+            d.audit().iter().all(|g| g.tenant != bad_t),
+            "a drain took the terminal tenant's audit events"
+        );
+        let _ = rig.rt.block_on(rig.coord.write_ordered(&mut d));
+    }
+    assert_eq!(
+        rig.store.put_attempts(),
+        attempts,
+        "the terminal tenant was retried"
+    );
+    assert_eq!(
+        rig.buffered(bad).len(),
+        bad_ids.len(),
+        "set-aside records stay buffered (and byte-accounted)"
+    );
+}
+
+/// RFC0056.1 / A.3: a permanent audit-write failure for tenant `bad` beside a healthy tenant:
+/// `bad`'s records are unpublished, requeued and set aside (terminal), the healthy tenant's
+/// records publish, and later drains do not retry `bad`.
+/// Mutation check: delete the `set_aside` call in `apply_audit_outcome` and `bad` is never
+/// terminal (its records are still refused by `is_durable_through`, and later drains retry it).
+#[test]
+fn rfc0056_1_permanent_audit_failure_sets_tenant_aside_other_tenant_publishes() {
+    let mut rig = Rig::new();
+    let bad_ids = rig.append("bad", 0, 4);
+    let good_ids = rig.append("good", 0, 4);
+    rig.store
+        .on_prefix("audit/tenant=bad", Fault::Permanent, None);
+    assert_terminal_path(&mut rig, "bad", &bad_ids, &good_ids);
+}
+
+/// RFC0056.2: an audit event whose partition will not derive (a miner clock before the epoch)
+/// takes the same path as a permanent write failure.
+/// Mutation check: make `write_owned` treat a derive failure as `Retained` and the tenant
+/// never becomes terminal.
+#[test]
+fn rfc0056_2_underivable_audit_event_takes_the_terminal_path() {
+    let mut rig = Rig::new();
+    let bad_ids = rig.append("bad", 0, 4);
+    let good_ids = rig.append("good", 0, 4);
+    // One more event of `bad`, stamped by a clock before the epoch, that `bad`'s records depend on.
+    let wm = rig.emit_event_at("bad", 99, -(T0 as i128));
+    let r = crate::rig::record("bad", 100, 0, T0, wm);
+    let mut bad_ids = bad_ids;
+    bad_ids.push(r.id);
+    let _ = rig.records.append(r);
+    assert_terminal_path(&mut rig, "bad", &bad_ids, &good_ids);
+}
+
+/// A transient audit failure retains the tenant (requeued, not terminal), and the next healthy
+/// write publishes everything: retained is not terminal.
+/// Mutation check: map `Retained` to the terminal arm and the tenant is set aside.
+#[test]
+fn rfc0056_transient_audit_failure_retains_not_terminal() {
+    let mut rig = Rig::new();
+    let ids = rig.append("t", 0, 3);
+    rig.store
+        .on_prefix("audit/tenant=t", Fault::Transient, Some(1));
+    let mut d = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut d));
+    drop(d);
+    assert_eq!(
+        verdict.tenants.get(&Tenant::new("t")),
+        Some(&TenantVerdict::Requeued)
+    );
+    assert!(!rig.records.is_terminal(&Tenant::new("t")));
+    assert!(
+        rig.store_ids().is_empty(),
+        "records published while their audit write was retained"
+    );
+    rig.publish_all();
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(ids.iter().all(|id| store.contains(id)));
+}

@@ -1,0 +1,320 @@
+//! A test rig: a `FaultyStore`, the two sinks, a barrier, a coordinator, and helpers that make
+//! records with known ids and read them back by id.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use ourios_barrier::Barrier;
+use ourios_publisher::{PublishCoordinator, PublisherConfig};
+use ourios_sinks::testing::FaultyStore;
+use ourios_sinks::{
+    AuditEvent, AuditKind, AuditSinkConfig, LogRecord, RecordId, RecordSinkConfig,
+    SharedParquetAuditSink, SharedParquetSink, Tenant,
+};
+
+pub(crate) const HOUR: u64 = 3_600_000_000_000;
+/// 2023-11-14T22:13:20Z: a fixed, valid event time.
+pub(crate) const T0: u64 = 1_700_000_000_000_000_000;
+
+pub(crate) struct Rig {
+    pub(crate) store: FaultyStore,
+    pub(crate) records: SharedParquetSink,
+    pub(crate) audit: SharedParquetAuditSink,
+    pub(crate) barrier: Arc<Barrier>,
+    pub(crate) coord: PublishCoordinator,
+    pub(crate) rt: tokio::runtime::Runtime,
+    next_lsn: u64,
+    watermarks: BTreeMap<u64, u64>,
+    // Failpoints are process-wide: every test holds the scenario lock, so no test's failpoint
+    // fires inside another test. Declared last: dropped after the coordinator's users.
+    _fail: fail::FailScenario<'static>,
+}
+
+impl Rig {
+    pub(crate) fn new() -> Self {
+        Self::with_config(RecordSinkConfig {
+            target_partition_bytes: 1 << 30,
+            ceiling_bytes: 1 << 31,
+            ..Default::default()
+        })
+    }
+
+    pub(crate) fn with_config(config: RecordSinkConfig) -> Self {
+        let fail = fail::FailScenario::setup();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let store = FaultyStore::new();
+        let audit = SharedParquetAuditSink::new(
+            store.as_dyn(),
+            AuditSinkConfig {
+                zstd: false,
+                ..Default::default()
+            },
+        );
+        let barrier = Arc::new(Barrier::new());
+        let b = Arc::clone(&barrier);
+        let records = SharedParquetSink::new(
+            store.as_dyn(),
+            audit.clone(),
+            RecordSinkConfig {
+                zstd: false,
+                ..config
+            },
+        )
+        .with_epoch_source(Arc::new(move || b.barrier_epoch()));
+        let coord = PublishCoordinator::new(
+            records.clone(),
+            Arc::clone(&barrier),
+            rt.handle().clone(),
+            PublisherConfig { queue_bound: 4 },
+        );
+        Self {
+            store,
+            records,
+            audit,
+            barrier,
+            coord,
+            rt,
+            next_lsn: 1,
+            watermarks: BTreeMap::new(),
+            _fail: fail,
+        }
+    }
+
+    /// Emits one template event for `tenant` and returns its seq.
+    pub(crate) fn emit_event(&self, tenant: &str, template_id: u64) -> u64 {
+        self.emit_event_at(tenant, template_id, T0 as i128)
+    }
+
+    pub(crate) fn emit_event_at(&self, tenant: &str, template_id: u64, ts: i128) -> u64 {
+        self.audit.emit(AuditEvent {
+            tenant: Tenant::new(tenant),
+            timestamp_unix_nanos: ts,
+            kind: AuditKind::TemplateCreated {
+                template_id,
+                version: 1,
+                template: format!("t{template_id} <*>"),
+            },
+        })
+    }
+
+    /// Appends `n` records of `tenant` in partition `hour` (one frame), each depending on a
+    /// fresh template event. Returns their ids.
+    pub(crate) fn append(&mut self, tenant: &str, hour: u64, n: u32) -> Vec<RecordId> {
+        let wm = self.emit_event(tenant, hour);
+        let lsn = self.next_lsn;
+        self.next_lsn += 1;
+        self.watermarks.insert(lsn, wm);
+        let mut ids = Vec::new();
+        for index in 0..n {
+            let r = record(tenant, lsn, index, T0 + hour * HOUR, wm);
+            ids.push(r.id);
+            match self.records.append(r) {
+                ourios_sinks::AppendOutcome::Buffered { detached } => {
+                    assert!(
+                        detached.is_empty(),
+                        "this rig's sink is configured never to detach"
+                    )
+                }
+                other => panic!("unexpected append outcome {other:?}"),
+            }
+        }
+        ids
+    }
+
+    /// The audit seq the records of frame `lsn` depend on.
+    pub(crate) fn watermark_of(&self, lsn: u64) -> u64 {
+        self.watermarks[&lsn]
+    }
+
+    /// Every record id in the store, duplicates included.
+    pub(crate) fn store_ids(&self) -> Vec<RecordId> {
+        self.rt
+            .block_on(ourios_sinks::read_record_ids(self.store.inner(), ""))
+            .unwrap()
+    }
+
+    /// The record ids of each record object, one set per object.
+    pub(crate) fn store_objects(&self) -> Vec<BTreeSet<RecordId>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{UInt32Type, UInt64Type};
+        use object_store::ObjectStoreExt;
+        let store = self.store.inner();
+        let paths = self
+            .rt
+            .block_on(ourios_sinks::list_objects(store, "", "records"))
+            .unwrap();
+        paths
+            .iter()
+            .map(|path| {
+                let bytes = self
+                    .rt
+                    .block_on(async { store.get(path).await.unwrap().bytes().await.unwrap() });
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                        .unwrap()
+                        .build()
+                        .unwrap();
+                let mut ids = BTreeSet::new();
+                for batch in reader {
+                    let batch = batch.unwrap();
+                    let lsn = batch
+                        .column_by_name("record_lsn")
+                        .unwrap()
+                        .as_primitive::<UInt64Type>()
+                        .clone();
+                    let idx = batch
+                        .column_by_name("record_index")
+                        .unwrap()
+                        .as_primitive::<UInt32Type>()
+                        .clone();
+                    for i in 0..batch.num_rows() {
+                        ids.insert(RecordId {
+                            lsn: lsn.value(i),
+                            index: idx.value(i),
+                        });
+                    }
+                }
+                ids
+            })
+            .collect()
+    }
+
+    /// Objects whose every record is also in another object: the extra copies an ambiguous
+    /// put can leave (each such put duplicates one whole partition object).
+    pub(crate) fn extra_objects(&self) -> usize {
+        let objects = self.store_objects();
+        let mut seen: BTreeSet<RecordId> = BTreeSet::new();
+        let mut extra = 0;
+        for ids in &objects {
+            if !ids.is_empty() && ids.iter().all(|id| seen.contains(id)) {
+                extra += 1;
+            }
+            seen.extend(ids.iter().copied());
+        }
+        extra
+    }
+
+    /// How many times each id is in the store.
+    pub(crate) fn store_counts(&self) -> BTreeMap<RecordId, usize> {
+        let mut m = BTreeMap::new();
+        for id in self.store_ids() {
+            *m.entry(id).or_default() += 1;
+        }
+        m
+    }
+
+    /// Audit seqs in the store.
+    pub(crate) fn store_audit_seqs(&self) -> Vec<u64> {
+        self.rt
+            .block_on(ourios_sinks::read_audit_events(self.store.inner(), ""))
+            .unwrap()
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    }
+
+    pub(crate) fn buffered(&self, tenant: &str) -> BTreeSet<RecordId> {
+        self.records
+            .buffered_ids(&Tenant::new(tenant))
+            .into_iter()
+            .collect()
+    }
+
+    /// Drains everything and writes it until nothing is buffered (a healthy store), as later
+    /// healthy barriers would.
+    pub(crate) fn publish_all(&self) {
+        for _ in 0..4 {
+            let mut d = self.coord.drain_all();
+            let _ = self.rt.block_on(self.coord.write_ordered(&mut d));
+            drop(d);
+            if self.records.buffered_records() == 0 && self.audit.buffered_events() == 0 {
+                return;
+            }
+        }
+        panic!(
+            "still buffered after four healthy passes: {} records, {} audit events",
+            self.records.buffered_records(),
+            self.audit.buffered_events()
+        );
+    }
+}
+
+pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64) -> LogRecord {
+    LogRecord {
+        id: RecordId { lsn, index },
+        tenant: Tenant::new(tenant),
+        time_unix_nano: time,
+        observed_time_unix_nano: time,
+        severity_number: 9,
+        severity_text: "INFO".into(),
+        template_id: 1,
+        template_version: 1,
+        params: vec![format!("{lsn}-{index}")],
+        body: None,
+        attributes: vec![],
+        resource_attributes: vec![],
+        trace_id: None,
+        span_id: None,
+        audit_watermark: watermark,
+    }
+}
+
+/// A counter's name and labels.
+type CounterKey = (String, Vec<(String, String)>);
+
+/// A recorder the test thread installs locally to read counters. Snapshots reset the
+/// recorder's counters, so this keeps running totals.
+pub(crate) struct Counters {
+    pub(crate) recorder: DebuggingRecorder,
+    snap: Snapshotter,
+    totals: std::cell::RefCell<BTreeMap<CounterKey, u64>>,
+}
+
+impl Counters {
+    pub(crate) fn new() -> Self {
+        let recorder = DebuggingRecorder::new();
+        let snap = recorder.snapshotter();
+        Self {
+            recorder,
+            snap,
+            totals: Default::default(),
+        }
+    }
+
+    /// Total of a counter over all its label sets, optionally filtered by one label.
+    pub(crate) fn counter(&self, name: &str, label: Option<(&str, &str)>) -> u64 {
+        let mut totals = self.totals.borrow_mut();
+        for (k, _, _, v) in self.snap.snapshot().into_vec() {
+            if let DebugValue::Counter(c) = v {
+                let labels = k
+                    .key()
+                    .labels()
+                    .map(|l| (l.key().to_owned(), l.value().to_owned()))
+                    .collect();
+                *totals
+                    .entry((k.key().name().to_owned(), labels))
+                    .or_default() += c;
+            }
+        }
+        totals
+            .iter()
+            .filter(|((n, labels), _)| {
+                n == name
+                    && label.is_none_or(|(lk, lv)| labels.iter().any(|(k, v)| k == lk && v == lv))
+            })
+            .map(|(_, v)| *v)
+            .sum()
+    }
+}
+
+/// Runs `f` catching its panic, with the counters recorded locally.
+pub(crate) fn catching<R>(counters: &Counters, f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    metrics::with_local_recorder(&counters.recorder, || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+    })
+}
