@@ -1,1 +1,192 @@
-fn main() {}
+//! Encode + put throughput of the record sink on one core: drain one partition (one tenant, one
+//! template, one param) of 1 000 or 10 000 records, encode it to Parquet and put it into the
+//! in-memory and the local-file store, ZSTD on and, as the in-run reference, off.
+//!
+//! Criterion measures each case; a custom pass afterwards times the same path with
+//! `std::time::Instant` and prints records/s, MB/s (estimated in-memory record bytes) and the
+//! ratio of ZSTD to the uncompressed reference measured in the same run.
+//!
+//! Run: `CARGO_TARGET_DIR=/work/target cargo bench -p ourios-sinks --bench sink_write`
+//! (about 40 s after the build).
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{BatchSize, Criterion, Throughput};
+use object_store::ObjectStore;
+use ourios_recoverable::RecoverableBatch;
+use ourios_sinks::{
+    AuditSinkConfig, LogRecord, RecordId, RecordSinkConfig, SharedParquetAuditSink,
+    SharedParquetSink, Tenant,
+};
+
+const T0: u64 = 1_700_000_000_000_000_000;
+
+fn record(i: u64) -> LogRecord {
+    LogRecord {
+        id: RecordId { lsn: i, index: 0 },
+        tenant: Tenant::new("bench"),
+        time_unix_nano: T0 + i,
+        observed_time_unix_nano: T0 + i + 17,
+        severity_number: 9,
+        severity_text: "INFO".into(),
+        template_id: 1,
+        template_version: 1,
+        params: vec![format!("user-{}", i % 5_000)],
+        body: None,
+        attributes: vec![],
+        resource_attributes: vec![],
+        trace_id: None,
+        span_id: None,
+        audit_watermark: 0,
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum StoreKind {
+    Memory,
+    File,
+}
+
+struct Case {
+    store: Arc<dyn ObjectStore>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+fn store(kind: StoreKind) -> Case {
+    match kind {
+        StoreKind::Memory => Case {
+            store: ourios_sinks::store_from_url("memory://").unwrap(),
+            _dir: None,
+        },
+        StoreKind::File => {
+            let dir = tempfile::tempdir().unwrap();
+            let url = format!("file://{}", dir.path().display());
+            Case {
+                store: ourios_sinks::store_from_url(&url).unwrap(),
+                _dir: Some(dir),
+            }
+        }
+    }
+}
+
+fn sink(store: &Arc<dyn ObjectStore>, zstd: bool) -> SharedParquetSink {
+    let audit = SharedParquetAuditSink::new(Arc::clone(store), AuditSinkConfig::default());
+    SharedParquetSink::new(
+        Arc::clone(store),
+        audit,
+        RecordSinkConfig {
+            target_partition_bytes: usize::MAX,
+            ceiling_bytes: usize::MAX,
+            zstd,
+            prefix: String::new(),
+        },
+    )
+}
+
+/// Fill the sink with `n` records (untimed); returns their estimated bytes.
+fn fill(sink: &SharedParquetSink, records: &[LogRecord]) -> usize {
+    sink.buffer_only(records.to_vec());
+    sink.buffered_bytes()
+}
+
+/// The timed path: drain, then encode + put through `publish_owned`.
+fn publish(rt: &tokio::runtime::Runtime, sink: &SharedParquetSink) {
+    let mut slot = Vec::new();
+    sink.drain_all(&mut slot);
+    let mut batch = RecoverableBatch::new(slot, Arc::new(sink.clone()));
+    let report = rt.block_on(sink.publish_owned(&mut batch));
+    assert_eq!(report.durable, 1);
+    let report = batch.finish();
+    assert_eq!(black_box(report).durable, 1);
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn criterion_benches(c: &mut Criterion) {
+    let rt = runtime();
+    for n in [1_000u64, 10_000] {
+        let records: Vec<LogRecord> = (0..n).map(record).collect();
+        let mut group = c.benchmark_group(format!("sink_write/{n}"));
+        group.throughput(Throughput::Elements(n));
+        for kind in [StoreKind::Memory, StoreKind::File] {
+            for zstd in [true, false] {
+                let case = store(kind);
+                let s = sink(&case.store, zstd);
+                let name = format!("{kind:?}/{}", if zstd { "zstd" } else { "plain" });
+                group.bench_function(name, |b| {
+                    b.iter_batched(
+                        || {
+                            fill(&s, &records);
+                        },
+                        |()| publish(&rt, &s),
+                        BatchSize::PerIteration,
+                    )
+                });
+            }
+        }
+        group.finish();
+    }
+}
+
+/// Median seconds per publish of `records` over `reps` runs.
+fn time(
+    rt: &tokio::runtime::Runtime,
+    kind: StoreKind,
+    zstd: bool,
+    records: &[LogRecord],
+    reps: usize,
+) -> (f64, usize) {
+    let case = store(kind);
+    let s = sink(&case.store, zstd);
+    let mut samples = Vec::with_capacity(reps);
+    let mut bytes = 0;
+    for _ in 0..reps {
+        bytes = fill(&s, records);
+        let start = Instant::now();
+        publish(rt, &s);
+        samples.push(start.elapsed().as_secs_f64());
+    }
+    samples.sort_by(f64::total_cmp);
+    (samples[samples.len() / 2], bytes)
+}
+
+fn ratios(reps: usize) {
+    let rt = runtime();
+    println!(
+        "\nsink_write: encode + put, 1 core, median of {reps} runs (MB = 10^6 estimated record bytes)"
+    );
+    for n in [1_000u64, 10_000] {
+        let records: Vec<LogRecord> = (0..n).map(record).collect();
+        for kind in [StoreKind::Memory, StoreKind::File] {
+            let (zstd, bytes) = time(&rt, kind, true, &records, reps);
+            let (plain, _) = time(&rt, kind, false, &records, reps);
+            let per = |secs: f64| (n as f64 / secs, bytes as f64 / secs / 1e6);
+            let (zr, zm) = per(zstd);
+            let (pr, pm) = per(plain);
+            println!(
+                "  {n:>6} records {kind:?}: zstd {zr:>10.0} rec/s {zm:>7.1} MB/s | plain (reference) {pr:>10.0} rec/s {pm:>7.1} MB/s | zstd/plain throughput ratio {:.2}",
+                zr / pr
+            );
+        }
+    }
+    println!("  reference: upstream Ourios 536 K rec/s (10 000 one-param records, 2-core machine)");
+}
+
+fn main() {
+    let test_mode = std::env::args().any(|a| a == "--test");
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    criterion_benches(&mut c);
+    c.final_summary();
+    ratios(if test_mode { 1 } else { 15 });
+}

@@ -448,6 +448,8 @@ impl SharedParquetAuditSink {
                 ],
             );
             let len = bytes.len();
+            // A panic here is a panic inside the audit write with this group InFlight.
+            fail::fail_point!("sinks::audit::before_put");
             match self.inner.store.put(&path, bytes.into()).await {
                 Ok(_) => {
                     let group = batch.settle(lease, Settlement::Durable);

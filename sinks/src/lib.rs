@@ -18,6 +18,12 @@
 //! per-put legs of RFC0053.2 as RFC 0054 §9.7 restates them (a transient failure then a panic, a
 //! panic after the store accepted), I1 and I3 for the sinks under a random fault model.
 //!
+//! Failpoints (feature `failpoints`, compiled out otherwise): `sinks::drain::between_partitions`
+//! (after each partition a drain moved into the caller's slot), `sinks::audit::take` (entry of
+//! the audit take, nothing removed yet), `sinks::append::trigger` (after the append handoff,
+//! before the trigger step), `sinks::audit::before_put` and `sinks::publish::before_put` (an item
+//! InFlight, its put not started).
+//!
 //! It deliberately knows nothing of the publish cadence (sweep, barrier, publisher thread), the
 //! WAL, HTTP or the epoch latch: the publisher decides what a permanent failure means and sets
 //! tenants aside; the sinks only exclude them. Authorization-denial events (RFC 0026) have no WAL

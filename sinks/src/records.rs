@@ -631,6 +631,8 @@ impl SharedParquetSink {
                 )
             };
             let len = bytes.len();
+            // A panic here is a panic inside the record publish with this partition InFlight.
+            fail::fail_point!("sinks::publish::before_put");
             match self.inner.store.put(&path, bytes.into()).await {
                 Ok(_) => {
                     let p = batch.settle(lease, Settlement::Durable);

@@ -399,3 +399,57 @@ fn partition_key_derives_utc_date_and_hour_and_rejects_overflow() {
     assert_eq!(err.unwrap_err().error_type(), "nanosecond_overflow");
     assert!(PartitionKey::derive(&rec("a", 1, 0, u64::try_from(i64::MAX).unwrap(), 0)).is_ok());
 }
+
+/// The consuming calls can run on any executor thread: their futures are `Send` (no lock guard
+/// or non-`Send` value is held across an `.await`).
+///
+/// Mutation check: hold the record-state `MutexGuard` across the `put(..).await` in
+/// `publish_owned`: this test stops compiling.
+#[test]
+fn publish_owned_and_write_owned_futures_are_send() {
+    fn assert_send<T: Send>(_: &T) {}
+    let rig = Rig::new();
+    let mut records = rig.record_batch(Vec::new());
+    let mut audit = rig.audit_batch(Vec::new());
+    let publish = rig.sink.publish_owned(&mut records);
+    assert_send(&publish);
+    let write = rig.audit.write_owned(&mut audit);
+    assert_send(&write);
+    let (report, outcome) = block_on(async { futures::join!(publish, write) });
+    assert!(report.all_durable() && outcome.all_durable());
+}
+
+/// A panic at the `sinks::publish::before_put` failpoint (the second partition InFlight) leaves
+/// the first in the store and requeues the second and third: the record publish owns its
+/// partitions across a panic that is not the store's.
+///
+/// Mutation check: in `publish_owned`, `settle` the lease before the failpoint instead of after
+/// the put: the second partition is lost.
+#[test]
+fn fault_publish_failpoint_panic_requeues_in_flight_and_pending() {
+    let _exclusive = crate::common::FAILPOINTS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scenario = fail::FailScenario::setup();
+    let rig = Rig::unguarded(RecordSinkConfig {
+        target_partition_bytes: usize::MAX,
+        ceiling_bytes: usize::MAX,
+        zstd: true,
+        prefix: String::new(),
+    });
+    let parts: Vec<_> = five_partitions(&rig).into_iter().take(3).collect();
+    let first = parts[0].ids();
+    let rest = sorted(parts[1..].iter().flat_map(|p| p.ids()).collect());
+    fail::cfg("sinks::publish::before_put", "1*off->1*panic->off").unwrap();
+    block_on(async {
+        let mut batch = rig.record_batch(parts);
+        assert!(catch(rig.sink.publish_owned(&mut batch)).await.is_err());
+        drop(batch);
+        assert_eq!(
+            rig.stored().await.into_keys().collect::<Vec<_>>(),
+            sorted(first)
+        );
+        assert_eq!(sorted(rig.sink.buffered_ids(&Tenant::new("a"))), rest);
+    });
+    scenario.teardown();
+}
