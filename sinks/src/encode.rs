@@ -42,13 +42,13 @@ pub mod columns {
     pub const TEMPLATE_ID: &str = "template_id";
     /// Template version (UInt32).
     pub const TEMPLATE_VERSION: &str = "template_version";
-    /// Template parameters (List<Utf8>).
+    /// Template parameters (`List<Utf8>`).
     pub const PARAMS: &str = "params";
     /// Original body, when kept (nullable Utf8).
     pub const BODY: &str = "body";
-    /// Log attributes (Map<Utf8, Utf8>).
+    /// Log attributes (`Map<Utf8, Utf8>`).
     pub const ATTRIBUTES: &str = "attributes";
-    /// Resource attributes (Map<Utf8, Utf8>).
+    /// Resource attributes (`Map<Utf8, Utf8>`).
     pub const RESOURCE_ATTRIBUTES: &str = "resource_attributes";
     /// Trace id (nullable FixedSizeBinary(16)).
     pub const TRACE_ID: &str = "trace_id";
