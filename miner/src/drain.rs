@@ -17,6 +17,8 @@ use crate::tokens::LineView;
 /// One cluster: its current template and how often it has changed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Cluster {
+    /// Stored in snapshots as its rendering, which [`Template::parse`] reads back exactly.
+    #[serde(with = "rendered")]
     pub(crate) template: Template,
     /// 1 at creation, +1 per widening.
     pub(crate) version: u32,
@@ -226,5 +228,23 @@ impl State {
             .sum::<usize>()
             + self.nodes.capacity() * size_of::<Node>();
         clusters + nodes + self.by_len.len() * size_of::<(usize, usize)>() + self.tenant.capacity()
+    }
+}
+
+/// Serde for a template as its rendered string: compact, readable in a snapshot dump, and the
+/// same form audit events carry, so the snapshot commits to no private layout.
+mod rendered {
+    use serde::de::Error as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::template::Template;
+
+    pub(super) fn serialize<S: Serializer>(t: &Template, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(t)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Template, D::Error> {
+        let text = String::deserialize(d)?;
+        Template::parse(&text).map_err(D::Error::custom)
     }
 }

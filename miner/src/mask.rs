@@ -10,10 +10,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 
-use serde::{Deserialize, Serialize};
-
 /// A class of variable text that the miner turns into a typed hole before mining.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum MaskKind {
     /// A decimal number, optionally signed, with an optional fraction (`42`, `-3.5`); a trailing
     /// unit of up to four letters or `%` stays literal (`12ms` is `<NUM>ms`).

@@ -12,7 +12,6 @@
 use std::fmt::{self, Write as _};
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::mask::MaskKind;
@@ -24,37 +23,30 @@ pub const TOKEN_WILDCARD: &str = "<*>";
 pub const SEPARATOR_WILDCARD: &str = "<_>";
 
 /// A mined template: literal text, typed holes and wildcards, in the shape of a line.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
     /// `tokens.len() + 1` separator slots.
     seps: Vec<SepSlot>,
     tokens: Vec<TokenSlot>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum SepSlot {
-    #[serde(rename = "a")]
     Any,
-    #[serde(rename = "l")]
     Lit(String),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TokenSlot {
-    #[serde(rename = "a")]
     Any,
-    #[serde(rename = "t")]
     Text(String),
     /// At least one hole; adjacent literal pieces merged.
-    #[serde(rename = "m")]
     Masked(Vec<TPiece>),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum TPiece {
-    #[serde(rename = "l")]
     Lit(String),
-    #[serde(rename = "h")]
     Hole(MaskKind),
 }
 

@@ -30,8 +30,8 @@ proptest! {
     /// `(S, X]`, then mine above `X` normally; the records and events mined above `X` equal
     /// those of an uninterrupted run (timestamps aside, which a re-mine takes afresh), and the
     /// final state is the same.
-    /// Mutation check: have `ingest_regenerate` skip lines that would widen (return before
-    /// `advance`) and the events above `X` repeat or miss a widening.
+    /// Mutation check: make `ingest_regenerate` return without mining and the templates
+    /// created in `(S, X]` are created again above `X`, with other ids and events.
     #[test]
     fn prop_recovery_snapshot_regenerate_then_mine_matches_uninterrupted(
         lines in lines(60),

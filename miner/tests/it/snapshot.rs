@@ -68,9 +68,8 @@ proptest! {
     /// Proves any single flipped bit, anywhere in a snapshot, is detected (header fields by
     /// their checks, everything else by the CRC32C), so a damaged snapshot always sends the
     /// caller to replay instead of resuming from a wrong state.
-    /// Mutation check: compute the checksum over the payload alone (skip version and length)
-    /// and flips in the length field that keep it consistent... are still caught by the length
-    /// check; skip the `stored != computed` comparison and payload flips restore.
+    /// Mutation check: skip the `stored != computed` comparison in `snapshot::decode` and a
+    /// flip inside the payload restores (or fails only by luck in the decoder).
     #[test]
     fn prop_corrupt_snapshot_is_detected(lines in lines(30), pos in any::<prop::sample::Index>(), bit in 0u8..8) {
         let mut m = miner(StepClock::new(0, 1));
@@ -82,9 +81,8 @@ proptest! {
     }
 
     /// Proves a truncated snapshot (a torn write) is detected at every length.
-    /// Mutation check: drop the `LengthMismatch` check and a truncation inside the payload
-    /// surfaces only as a checksum error (still an error) - but truncation inside the header
-    /// panics without the `Truncated` check.
+    /// Mutation check: drop the `Truncated` check in `snapshot::decode` and a cut inside the
+    /// header panics on slicing instead of returning an error.
     #[test]
     fn prop_truncated_snapshot_is_detected(lines in lines(30), keep in any::<prop::sample::Index>()) {
         let mut m = miner(StepClock::new(0, 1));
@@ -138,13 +136,14 @@ fn snapshot_of_other_tenant_or_config_is_rejected() {
 }
 
 /// Proves a snapshot that passes its checksum but breaks the state's invariants (a leaf naming
-/// a template that does not exist; a template with a missing separator) is refused rather than
-/// trusted into an index panic later.
+/// a template that does not exist; a template of the wrong length for its subtree; a template
+/// string that is no rendering) is refused rather than trusted into an index panic later.
 /// Mutation check: skip `state.check()` in `snapshot::decode` and the first case restores.
 #[test]
 fn snapshot_inconsistent_state_is_rejected() {
     let bytes = sample_snapshot();
     let payload: serde_json::Value = serde_json::from_slice(&bytes[24..]).expect("json payload");
+    assert_eq!(payload["clusters"][0]["template"], "user <*> logged in");
 
     let mut bad_leaf = payload.clone();
     let nodes = bad_leaf["nodes"].as_array_mut().expect("nodes");
@@ -159,14 +158,22 @@ fn snapshot_inconsistent_state_is_rejected() {
         Err(SnapshotError::Inconsistent { .. })
     ));
 
-    let mut bad_template = payload;
-    bad_template["clusters"][0]["template"]["seps"]
-        .as_array_mut()
-        .expect("seps")
-        .pop();
-    let sealed = reseal(&bytes, &serde_json::to_vec(&bad_template).expect("encodes"));
+    let mut bad_length = payload.clone();
+    bad_length["clusters"][0]["template"] = serde_json::json!("user <*>");
+    let sealed = reseal(&bytes, &serde_json::to_vec(&bad_length).expect("encodes"));
     let err = restore(&sealed).map(|_| ()).expect_err("inconsistent");
-    assert!(err.to_string().contains("separators"), "{err}");
+    assert!(
+        err.to_string().contains("2 tokens in the 4-token subtree"),
+        "{err}"
+    );
+
+    let mut unparsable = payload;
+    unparsable["clusters"][0]["template"] = serde_json::json!("user <FOO> logged in");
+    let sealed = reseal(&bytes, &serde_json::to_vec(&unparsable).expect("encodes"));
+    assert!(matches!(
+        restore(&sealed),
+        Err(SnapshotError::Decode { .. })
+    ));
 }
 
 /// Proves `MinerCluster::restore` installs a sound snapshot and, on a damaged one, returns the
