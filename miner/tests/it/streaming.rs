@@ -41,3 +41,44 @@ proptest! {
         prop_assert_eq!(prefix, all);
     }
 }
+
+/// Proves the cluster-level entry point keeps the same promise for one tenant: a panic on the
+/// second line's event leaves the first record with the caller, the tenant's state at the first
+/// line, and the other tenants untouched.
+/// Mutation check: in `MinerCluster::ingest_mined`, collect into a `Vec` and hand the records to
+/// `out` only after the loop, and the prefix is empty after the panic.
+#[test]
+fn streaming_cluster_panic_keeps_prefix_per_tenant() {
+    use ourios_miner::{MinerCluster, MinerConfig};
+    let mut cluster = MinerCluster::with_clock(MinerConfig::default(), GateClock::new(2));
+    let _ = cluster.mine("other", "disk full");
+    let other_before = cluster.snapshot("other");
+    let lines = [
+        "user alice logged in",
+        "cache miss for key",
+        "user bob logged in",
+    ];
+    let mut prefix = Vec::new();
+    let unwound = catch_unwind(AssertUnwindSafe(|| {
+        cluster.ingest_mined("t", lines, &mut |m| prefix.push(m));
+    }));
+    assert!(unwound.is_err());
+    assert_eq!(prefix.len(), 1);
+    assert_eq!(prefix[0].record.template_id, 1);
+
+    let mut reference = MinerCluster::with_clock(MinerConfig::default(), GateClock::new(u64::MAX));
+    let _ = reference.mine("t", lines[0]);
+    assert_eq!(cluster.snapshot("t"), reference.snapshot("t"));
+    assert_eq!(cluster.snapshot("other"), other_before);
+}
+
+/// Proves the miner types can move to and be shared between threads (the node keeps a
+/// `MinerCluster` behind a lock and mines on encode workers); a compile-time check.
+/// Mutation check: drop `Send + Sync` from the `Clock` supertraits and this does not compile.
+#[test]
+fn streaming_miner_types_are_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<ourios_miner::TenantMiner>();
+    assert_send_sync::<ourios_miner::MinerCluster>();
+    assert_send_sync::<ourios_miner::Mined>();
+}
