@@ -1,0 +1,34 @@
+//! The one place this crate takes its synchronization primitives from: loom's under `cfg(loom)`,
+//! so the models in `tests/loom.rs` explore every interleaving of the real code, std's otherwise.
+//! Nothing else in the crate imports `std::sync`.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{
+    Arc, Condvar, Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{
+    Arc, Condvar, Mutex, MutexGuard,
+    atomic::{AtomicU64, Ordering},
+};
+
+use std::sync::PoisonError;
+
+/// Locks `mutex`, recovering it if a panicking holder poisoned it. Every state this crate keeps
+/// under a mutex is updated in single steps that leave it consistent, so a poisoned lock holds
+/// usable data, and `Drop` paths must never unwind inside an unwind.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Waits on `condvar`, recovering a poisoned lock for the same reason as [`lock`].
+pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+    condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Whether the current thread is unwinding: the question every guard's `Drop` asks to tell a
+/// panic from a normal end.
+pub(crate) fn panicking() -> bool {
+    std::thread::panicking()
+}
