@@ -1,9 +1,300 @@
 //! The serving node: wires every other crate into one process.
 //!
 //! OTLP/HTTP ingest validates a request, refuses a terminal tenant, appends to the WAL and
-//! acknowledges only after the group fsync; then `mine_batch_ordered` mines the records and hands
-//! them to the encode pool. The age sweep and the barrier tasks publish, stamp per-tenant
-//! frontiers and truncate the WAL; recovery replays it on start. Proves RFC0054.2 and RFC0054.4
-//! and the end-to-end legs of RFC 0056 (see `rfcs/`).
+//! acknowledges only after the group fsync covering it; `mine_batch_ordered` mines the records
+//! in WAL order per tenant and hands them to the encode pool. The age sweep and the barrier
+//! tasks publish, stamp per-tenant frontiers and truncate the WAL; recovery replays it on
+//! start. Proves RFC0054.2 and RFC0054.4 and the end-to-end legs of RFC 0056 (see `rfcs/`).
 //!
 //! It is the only crate that knows HTTP, OTLP, tokio tasks and the configuration file.
+
+pub mod cadence;
+pub mod config;
+mod core;
+pub mod metrics;
+pub mod otlp;
+mod pool;
+mod server;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use anyhow::Context;
+use object_store::ObjectStore;
+use ourios_barrier::Barrier;
+use ourios_miner::{Clock, MinerCluster, MinerConfig, SystemClock};
+use ourios_publisher::{PublishCoordinator, PublisherConfig};
+use ourios_sinks::{AuditSinkConfig, RecordSinkConfig, SharedParquetAuditSink, SharedParquetSink};
+use ourios_wal::{ReplayMode, Wal, WalConfig};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+
+pub use crate::cadence::{Cadence, TickResult};
+pub use crate::config::{Config, ServeArgs};
+pub use crate::core::{Core, CutReport, IngestError};
+pub use crate::server::TENANT_HEADER;
+
+/// Hooks for embedding and tests: everything defaults to what `serve` uses.
+#[derive(Debug, Default)]
+pub struct NodeOptions {
+    /// Use this store instead of building one from `config.store`.
+    pub store: Option<Arc<dyn ObjectStore>>,
+    /// The miner's clock (audit event timestamps).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// Install the global Prometheus recorder (once per process) and serve `/metrics`.
+    pub install_metrics: bool,
+}
+
+/// What recovery did on start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovery {
+    /// Frames skipped (covered by a snapshot and durable).
+    pub skipped: u64,
+    /// Frames re-mined for state only.
+    pub regenerated: u64,
+    /// Frames mined normally (their records publish again).
+    pub mined: u64,
+    /// Torn tail bytes cut from the newest segment.
+    pub torn_tail: bool,
+}
+
+/// A running node.
+#[derive(Debug)]
+pub struct Node {
+    /// The shared core (WAL, miners, sinks, barrier, coordinator, pool).
+    pub core: Arc<Core>,
+    /// Manual triggers for the sweep and the barrier.
+    pub cadence: Cadence,
+    /// The address the HTTP server listens on.
+    pub addr: SocketAddr,
+    /// What recovery did on start.
+    pub recovery: Recovery,
+    stop: watch::Sender<bool>,
+    server: JoinHandle<()>,
+    loops: Vec<JoinHandle<()>>,
+}
+
+fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
+    static HANDLE: OnceLock<Option<metrics_exporter_prometheus::PrometheusHandle>> =
+        OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            metrics_exporter_prometheus::PrometheusBuilder::new()
+                .install_recorder()
+                .ok()
+        })
+        .clone()
+}
+
+impl Node {
+    /// Opens the WAL (healing a torn tail), recovers every tenant, starts the encode pool, the
+    /// publisher, the sweep and barrier loops and the HTTP server.
+    pub async fn start(config: Config, options: NodeOptions) -> anyhow::Result<Node> {
+        let metrics_handle = if options.install_metrics {
+            prometheus()
+        } else {
+            None
+        };
+        let store = match options.store {
+            Some(s) => s,
+            None => {
+                if let Some(path) = config.store.strip_prefix("file://") {
+                    std::fs::create_dir_all(path)
+                        .with_context(|| format!("creating the store directory {path}"))?;
+                }
+                ourios_sinks::store_from_url(&config.store)
+                    .with_context(|| format!("opening store {}", config.store))?
+            }
+        };
+        let wal_config = WalConfig {
+            max_segment_bytes: config.wal_segment_bytes,
+            ..WalConfig::new(config.wal_dir())
+        };
+        let wal_dir = config.wal_dir();
+        let (wal, opened) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
+            .await?
+            .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
+        let wal = Arc::new(wal);
+
+        let barrier = Arc::new(Barrier::new());
+        let audit = SharedParquetAuditSink::new(Arc::clone(&store), AuditSinkConfig::default());
+        let b = Arc::clone(&barrier);
+        let records = SharedParquetSink::new(
+            Arc::clone(&store),
+            audit,
+            RecordSinkConfig {
+                target_partition_bytes: config.partition_target_bytes,
+                ceiling_bytes: config.buffer_ceiling_bytes,
+                ..RecordSinkConfig::default()
+            },
+        )
+        .with_epoch_source(Arc::new(move || b.barrier_epoch()));
+        let coordinator = PublishCoordinator::new(
+            records.clone(),
+            Arc::clone(&barrier),
+            tokio::runtime::Handle::current(),
+            PublisherConfig::default(),
+        );
+        let pool = (config.encode_workers > 0).then(|| {
+            pool::EncodePool::start(
+                config.encode_workers,
+                config.encode_queue,
+                records.clone(),
+                coordinator.clone(),
+            )
+        });
+        let miner_config = MinerConfig::default()
+            .with_similarity_threshold(config.similarity)
+            .context("invalid setting `similarity`")?;
+        let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
+        let core = Arc::new(Core {
+            wal,
+            miners: Mutex::new(MinerCluster::with_clock(miner_config, clock)),
+            records,
+            barrier,
+            coordinator,
+            pool,
+            tenants: Mutex::new(Default::default()),
+            shutting_down: AtomicBool::new(false),
+        });
+
+        let c = Arc::clone(&core);
+        let mut recovery = tokio::task::spawn_blocking(move || recover(&c)).await??;
+        recovery.torn_tail = opened.torn_tail.is_some();
+
+        let (stop, stop_rx) = watch::channel(false);
+        let (sweep_tx, sweep_rx) = mpsc::channel(4);
+        let (cut_tx, cut_rx) = mpsc::channel(4);
+        let loops = vec![
+            tokio::spawn(cadence::sweep_loop(
+                Arc::clone(&core),
+                config.sweep_every,
+                config.partition_max_age,
+                sweep_rx,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(cadence::barrier_loop(
+                Arc::clone(&core),
+                config.barrier_every,
+                cut_rx,
+                stop_rx.clone(),
+            )),
+        ];
+
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .with_context(|| format!("binding {}", config.listen))?;
+        let addr = listener.local_addr()?;
+        let app = server::router(server::AppState {
+            core: Arc::clone(&core),
+            metrics: metrics_handle,
+            default_tenant: config.default_tenant.clone(),
+            max_body_bytes: config.max_body_bytes,
+        });
+        let mut server_stop = stop_rx;
+        let server = tokio::spawn(async move {
+            let shutdown = async move {
+                let _ = server_stop.changed().await;
+            };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+            {
+                eprintln!("ourios: http server stopped: {e}");
+            }
+        });
+        Ok(Node {
+            core,
+            cadence: Cadence {
+                sweep: sweep_tx,
+                cut: cut_tx,
+            },
+            addr,
+            recovery,
+            stop,
+            server,
+            loops,
+        })
+    }
+
+    /// Graceful shutdown: stop accepting, stop the loops, let the encode pool and the publisher
+    /// finish what they hold, then a final cut publishes and stamps what it can.
+    pub async fn shutdown(self) -> anyhow::Result<CutReport> {
+        self.core.shutting_down.store(true, Ordering::Release);
+        let _ = self.stop.send(true);
+        let _ = self.server.await;
+        for l in self.loops {
+            let _ = l.await;
+        }
+        let core = Arc::clone(&self.core);
+        tokio::task::spawn_blocking(move || {
+            if let Some(pool) = &core.pool {
+                pool.shutdown();
+            }
+            core.coordinator.shutdown();
+        })
+        .await?;
+        let report = self.core.run_cut().await;
+        Ok(report)
+    }
+}
+
+/// Recovery (DESIGN §7): restore each tenant's snapshot `S_t`, re-mine `(S_t, X_t]` for state
+/// only, mine frames above `max(S_t, X_t)` normally (their records publish again).
+fn recover(core: &Arc<Core>) -> anyhow::Result<Recovery> {
+    let mut recovery = Recovery::default();
+    for (tenant, marks) in core.wal.all_marks() {
+        let state = core.tenant(tenant.as_str());
+        state
+            .mined_through
+            .store(marks.frontier.0.max(marks.snapshot.0), Ordering::Release);
+        if let Some(snapshot) = core.wal.read_snapshot(&tenant)? {
+            let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Err(e) = miners.restore(tenant.as_str(), &snapshot.state) {
+                // A snapshot is a rebuildable cache; the WAL's marks make this tenant replay.
+                eprintln!(
+                    "ourios: snapshot of tenant {} not used: {e}",
+                    tenant.as_str()
+                );
+            }
+        }
+    }
+    for frame in core.wal.replay() {
+        let frame = frame.context("replaying the WAL")?;
+        let tenant = frame.tenant.as_str().to_owned();
+        let label = match frame.mode {
+            ReplayMode::Skipped => "skipped",
+            ReplayMode::RegenerationOnly => "regeneration_only",
+            ReplayMode::Normal => "normal",
+        };
+        ::metrics::counter!(metrics::RECOVERY_FRAMES, "mode" => label).increment(1);
+        if frame.mode == ReplayMode::Skipped {
+            recovery.skipped += 1;
+            continue;
+        }
+        let request = otlp::decode_frame(frame.payload())
+            .with_context(|| format!("frame {} of tenant {tenant} does not decode", frame.lsn.0))?;
+        let lines = otlp::flatten(&request);
+        let state = core.tenant(&tenant);
+        match frame.mode {
+            ReplayMode::RegenerationOnly => {
+                let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
+                for line in &lines {
+                    miners.regenerate(&tenant, &line.body);
+                }
+                recovery.regenerated += 1;
+            }
+            _ => {
+                let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
+                let lsn = frame.lsn;
+                // A miner panic here is held and counted like one on the live path.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    core.mine_batch_ordered(&tenant, &state, lsn, &lines);
+                }));
+                recovery.mined += 1;
+            }
+        }
+    }
+    Ok(recovery)
+}

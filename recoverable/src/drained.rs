@@ -126,6 +126,21 @@ impl<A, R, G> Drained<A, R, G> {
             .expect("the guard is present until Drained drops")
     }
 
+    /// Ends the drain: requeues whatever is still held (audit first, records second, as `Drop`
+    /// does, cause `Refused`) and returns the guard, so the caller can settle it with the
+    /// outcome it knows. Nothing is left for `Drop`.
+    pub fn finish(mut self) -> G {
+        if let Some(audit) = self.audit.take().filter(|a| !a.is_empty()) {
+            requeue_from_drop(&*self.audit_target, audit, RequeueCause::Refused);
+        }
+        if let Some(records) = self.records.take().filter(|r| !r.is_empty()) {
+            requeue_from_drop(&*self.record_target, records, RequeueCause::Refused);
+        }
+        self.guard
+            .take()
+            .expect("the guard is present until Drained drops or finishes")
+    }
+
     /// Whether nothing is held: a drop now requeues nothing.
     pub fn is_empty(&self) -> bool {
         self.audit().is_empty() && self.records().is_empty()

@@ -1,0 +1,342 @@
+//! Configuration: every setting has an embedded default, and may be set in a TOML file
+//! (`--config`), the environment (`OURIOS_*`) or a flag; a flag beats the environment, which
+//! beats the file, which beats the default. A bad value is refused at start, naming the field.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The `serve` settings as the command line sees them: all optional, so a flag that was not
+/// given falls through to the file and then the default.
+#[derive(Debug, Default, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// TOML file with any of the settings below (field names as in the flags, with `_`).
+    #[arg(long, env = "OURIOS_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Address the OTLP/HTTP, /metrics and /healthz endpoints listen on [default: 127.0.0.1:4318].
+    #[arg(long, env = "OURIOS_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].
+    #[arg(long, env = "OURIOS_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Object store URL: file:///path, memory://, s3://bucket/prefix [default: file://<data-dir>/store].
+    #[arg(long, env = "OURIOS_STORE")]
+    pub store: Option<String>,
+    /// Tenant used when a request has no X-Scope-OrgID header [default: default].
+    #[arg(long, env = "OURIOS_DEFAULT_TENANT")]
+    pub default_tenant: Option<String>,
+    /// Largest accepted request body after decompression, in bytes [default: 16777216].
+    #[arg(long, env = "OURIOS_MAX_BODY_BYTES")]
+    pub max_body_bytes: Option<usize>,
+    /// Seconds between age sweeps [default: 5].
+    #[arg(long, env = "OURIOS_SWEEP_SECS")]
+    pub sweep_secs: Option<u64>,
+    /// A buffered partition older than this many seconds is published by the sweep [default: 10].
+    #[arg(long, env = "OURIOS_PARTITION_MAX_AGE_SECS")]
+    pub partition_max_age_secs: Option<u64>,
+    /// Seconds between barrier cuts [default: 30].
+    #[arg(long, env = "OURIOS_BARRIER_SECS")]
+    pub barrier_secs: Option<u64>,
+    /// Encode worker threads; 0 mines and encodes inline on the ingest path [default: 1].
+    #[arg(long, env = "OURIOS_ENCODE_WORKERS")]
+    pub encode_workers: Option<usize>,
+    /// Bound of the encode queue, in batches: a full queue blocks ingest [default: 64].
+    #[arg(long, env = "OURIOS_ENCODE_QUEUE")]
+    pub encode_queue: Option<usize>,
+    /// A partition is detached for publishing when it reaches this many bytes [default: 8388608].
+    #[arg(long, env = "OURIOS_PARTITION_TARGET_BYTES")]
+    pub partition_target_bytes: Option<usize>,
+    /// All buffers together: past this the largest partition is detached [default: 268435456].
+    #[arg(long, env = "OURIOS_BUFFER_CEILING_BYTES")]
+    pub buffer_ceiling_bytes: Option<usize>,
+    /// WAL segment size that triggers rotation, in bytes [default: 67108864].
+    #[arg(long, env = "OURIOS_WAL_SEGMENT_BYTES")]
+    pub wal_segment_bytes: Option<u64>,
+    /// Template similarity threshold in (0, 1] [default: 0.7].
+    #[arg(long, env = "OURIOS_SIMILARITY")]
+    pub similarity: Option<f64>,
+}
+
+/// The same settings as a TOML file may give them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    listen: Option<SocketAddr>,
+    data_dir: Option<PathBuf>,
+    store: Option<String>,
+    default_tenant: Option<String>,
+    max_body_bytes: Option<usize>,
+    sweep_secs: Option<u64>,
+    partition_max_age_secs: Option<u64>,
+    barrier_secs: Option<u64>,
+    encode_workers: Option<usize>,
+    encode_queue: Option<usize>,
+    partition_target_bytes: Option<usize>,
+    buffer_ceiling_bytes: Option<usize>,
+    wal_segment_bytes: Option<u64>,
+    similarity: Option<f64>,
+}
+
+/// The resolved, validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// Data directory (the WAL lives in `<data_dir>/wal`).
+    pub data_dir: PathBuf,
+    /// Object store URL.
+    pub store: String,
+    /// Tenant for requests without `X-Scope-OrgID`.
+    pub default_tenant: String,
+    /// Request body limit.
+    pub max_body_bytes: usize,
+    /// Age sweep period.
+    pub sweep_every: Duration,
+    /// Partition age the sweep publishes.
+    pub partition_max_age: Duration,
+    /// Barrier period.
+    pub barrier_every: Duration,
+    /// Encode workers (0 = inline).
+    pub encode_workers: usize,
+    /// Encode queue bound.
+    pub encode_queue: usize,
+    /// Partition size trigger.
+    pub partition_target_bytes: usize,
+    /// Buffer ceiling.
+    pub buffer_ceiling_bytes: usize,
+    /// WAL rotation size.
+    pub wal_segment_bytes: u64,
+    /// Miner similarity threshold.
+    pub similarity: f64,
+}
+
+/// A setting that cannot be used; the message names the field and the value.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// File path.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The config file is not valid TOML for these settings.
+    #[error("config file {path}: {source}")]
+    Parse {
+        /// File path.
+        path: PathBuf,
+        /// Cause (names the field).
+        source: toml::de::Error,
+    },
+    /// A value is out of its allowed range.
+    #[error("invalid setting `{field}` = {value}: {why}")]
+    Invalid {
+        /// Field name as in the file.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        why: &'static str,
+    },
+}
+
+impl Config {
+    /// Resolves flags/env over the optional file over the defaults, then validates.
+    pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
+        let file = match &args.config {
+            Some(path) => load_file(path)?,
+            None => FileConfig::default(),
+        };
+        let data_dir = args
+            .data_dir
+            .clone()
+            .or(file.data_dir)
+            .unwrap_or_else(|| PathBuf::from("ourios-data"));
+        let store = args
+            .store
+            .clone()
+            .or(file.store)
+            .unwrap_or_else(|| default_store(&data_dir));
+        let cfg = Config {
+            listen: args
+                .listen
+                .or(file.listen)
+                .unwrap_or_else(|| "127.0.0.1:4318".parse().expect("literal")),
+            store,
+            default_tenant: args
+                .default_tenant
+                .clone()
+                .or(file.default_tenant)
+                .unwrap_or_else(|| "default".into()),
+            max_body_bytes: args
+                .max_body_bytes
+                .or(file.max_body_bytes)
+                .unwrap_or(16 << 20),
+            sweep_every: Duration::from_secs(args.sweep_secs.or(file.sweep_secs).unwrap_or(5)),
+            partition_max_age: Duration::from_secs(
+                args.partition_max_age_secs
+                    .or(file.partition_max_age_secs)
+                    .unwrap_or(10),
+            ),
+            barrier_every: Duration::from_secs(
+                args.barrier_secs.or(file.barrier_secs).unwrap_or(30),
+            ),
+            encode_workers: args.encode_workers.or(file.encode_workers).unwrap_or(1),
+            encode_queue: args.encode_queue.or(file.encode_queue).unwrap_or(64),
+            partition_target_bytes: args
+                .partition_target_bytes
+                .or(file.partition_target_bytes)
+                .unwrap_or(8 << 20),
+            buffer_ceiling_bytes: args
+                .buffer_ceiling_bytes
+                .or(file.buffer_ceiling_bytes)
+                .unwrap_or(256 << 20),
+            wal_segment_bytes: args
+                .wal_segment_bytes
+                .or(file.wal_segment_bytes)
+                .unwrap_or(64 << 20),
+            similarity: args.similarity.or(file.similarity).unwrap_or(0.7),
+            data_dir,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field, value: &dyn std::fmt::Display, why| {
+            Err(ConfigError::Invalid {
+                field,
+                value: value.to_string(),
+                why,
+            })
+        };
+        if self.sweep_every.is_zero() {
+            return bad("sweep_secs", &0, "must be at least 1");
+        }
+        if self.barrier_every.is_zero() {
+            return bad("barrier_secs", &0, "must be at least 1");
+        }
+        if self.encode_queue == 0 {
+            return bad("encode_queue", &0, "must be at least 1");
+        }
+        if self.max_body_bytes == 0 {
+            return bad("max_body_bytes", &0, "must be at least 1");
+        }
+        if self.partition_target_bytes == 0
+            || self.partition_target_bytes > self.buffer_ceiling_bytes
+        {
+            return bad(
+                "partition_target_bytes",
+                &self.partition_target_bytes,
+                "must be at least 1 and at most buffer_ceiling_bytes",
+            );
+        }
+        if self.wal_segment_bytes < 4096 {
+            return bad(
+                "wal_segment_bytes",
+                &self.wal_segment_bytes,
+                "must be at least 4096",
+            );
+        }
+        if !(self.similarity > 0.0 && self.similarity <= 1.0) {
+            return bad("similarity", &self.similarity, "must be in (0, 1]");
+        }
+        if !valid_tenant(&self.default_tenant) {
+            return bad(
+                "default_tenant",
+                &self.default_tenant,
+                "must be 1-64 bytes of [A-Za-z0-9_.-]",
+            );
+        }
+        Ok(())
+    }
+
+    /// Where the WAL lives.
+    pub fn wal_dir(&self) -> PathBuf {
+        self.data_dir.join("wal")
+    }
+}
+
+fn default_store(data_dir: &Path) -> String {
+    let abs = std::path::absolute(data_dir).unwrap_or_else(|_| data_dir.to_path_buf());
+    format!("file://{}", abs.join("store").display())
+}
+
+fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.into(),
+        source,
+    })?;
+    toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        path: path.into(),
+        source,
+    })
+}
+
+/// The tenant rule the WAL enforces, checked early so a bad default fails at start.
+pub fn valid_tenant(t: &str) -> bool {
+    (1..=64).contains(&t.len())
+        && t.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// With nothing given, the embedded defaults apply and validate.
+    /// Mutation check: change the default listen port and the assertion fails.
+    #[test]
+    fn config_defaults_are_valid() {
+        let cfg = Config::resolve(&ServeArgs::default()).unwrap();
+        assert_eq!(cfg.listen.port(), 4318);
+        assert!(
+            cfg.store.starts_with("file://") && cfg.store.ends_with("ourios-data/store"),
+            "{}",
+            cfg.store
+        );
+        assert_eq!(cfg.wal_dir(), PathBuf::from("ourios-data/wal"));
+    }
+
+    /// A flag beats the file; the file beats the default; a bad or unknown field is refused
+    /// naming the field.
+    /// Mutation check: swap `args.sweep_secs.or(file.sweep_secs)` operands and the flag loses.
+    #[test]
+    fn config_precedence_and_named_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, "sweep_secs = 9\nbarrier_secs = 11\n").unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            sweep_secs: Some(2),
+            ..Default::default()
+        };
+        let cfg = Config::resolve(&args).unwrap();
+        assert_eq!(cfg.sweep_every, Duration::from_secs(2));
+        assert_eq!(cfg.barrier_every, Duration::from_secs(11));
+
+        std::fs::write(&path, "barier_secs = 11\n").unwrap();
+        let err = Config::resolve(&args).unwrap_err().to_string();
+        assert!(err.contains("barier_secs"), "{err}");
+
+        let args = ServeArgs {
+            similarity: Some(1.5),
+            ..Default::default()
+        };
+        let err = Config::resolve(&args).unwrap_err().to_string();
+        assert!(err.contains("similarity") && err.contains("1.5"), "{err}");
+        let args = ServeArgs {
+            default_tenant: Some("a/b".into()),
+            ..Default::default()
+        };
+        assert!(
+            Config::resolve(&args)
+                .unwrap_err()
+                .to_string()
+                .contains("default_tenant")
+        );
+    }
+}

@@ -1,0 +1,471 @@
+//! The node's shared core: the WAL, the miners, the sinks, the barrier, the coordinator and the
+//! encode pool, and the two paths that touch all of them — ingest (`ingest`, then
+//! `mine_batch_ordered`) and the cut (`run_cut`).
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use ourios_barrier::{Barrier, BatchGuard, PublishOutcome};
+use ourios_miner::{AuditEventKind, MinerCluster};
+use ourios_publisher::PublishCoordinator;
+use ourios_sinks::{
+    AppendOutcome, AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant,
+};
+use ourios_wal::{Lsn, Stamp, TenantId, Wal};
+
+use crate::metrics;
+use crate::otlp::{self, Line};
+use crate::pool::EncodePool;
+
+/// Why an ingest was not acknowledged.
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    /// The tenant is terminal (RFC 0056): retry after the operator repaired the store and
+    /// restarted the node.
+    #[error(
+        "tenant `{tenant}` is terminal after a permanent audit-write failure; its records are \
+         kept in the WAL and the node accepts it again after a restart into a repaired store"
+    )]
+    TenantTerminal {
+        /// The tenant.
+        tenant: String,
+    },
+    /// The WAL refused the append (it failed a sync earlier, or the frame is invalid).
+    #[error("write-ahead log refused the request: {0}")]
+    Wal(#[from] ourios_wal::AppendError),
+    /// The tenant name is not valid for the WAL.
+    #[error("invalid tenant: {0}")]
+    InvalidTenant(String),
+    /// The node is shutting down.
+    #[error("the node is shutting down")]
+    ShuttingDown,
+}
+
+/// Per-tenant ingest state.
+#[derive(Debug, Default)]
+pub(crate) struct TenantState {
+    /// Serialises a tenant's append + mine, so its frames are mined in WAL order.
+    pub(crate) order: Mutex<()>,
+    /// Every frame of the tenant with lsn <= this was mined and submitted (tagged with an
+    /// epoch before this was stored). Written under `order` and the miners' lock; read by the
+    /// cut's capture under the miners' lock.
+    pub(crate) mined_through: AtomicU64,
+    /// The audit-sink seq of the newest event of this tenant (records' watermark).
+    pub(crate) watermark: AtomicU64,
+}
+
+/// Everything the paths share. Cheap to clone behind an `Arc`.
+#[derive(Debug)]
+pub struct Core {
+    pub(crate) wal: Arc<Wal>,
+    pub(crate) miners: Mutex<MinerCluster>,
+    pub(crate) records: SharedParquetSink,
+    pub(crate) barrier: Arc<Barrier>,
+    pub(crate) coordinator: PublishCoordinator,
+    pub(crate) pool: Option<EncodePool>,
+    pub(crate) tenants: Mutex<BTreeMap<String, Arc<TenantState>>>,
+    pub(crate) shutting_down: std::sync::atomic::AtomicBool,
+}
+
+/// What a cut did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CutReport {
+    /// The cut's epoch.
+    pub epoch: u32,
+    /// `all_ok(E)`: no publish tagged <= E failed or panicked.
+    pub prior_ok: bool,
+    /// The cut's own drain was durable for every non-terminal tenant.
+    pub cut_ok: bool,
+    /// Tenants whose frontier was stamped, with the frontier.
+    pub stamped: BTreeMap<String, u64>,
+    /// Tenants not stamped (terminal, not durable, or the verdict failed).
+    pub not_stamped: Vec<String>,
+    /// The latch was cleared against the captured word.
+    pub latch_cleared: bool,
+    /// Records published by the cut's own drain.
+    pub published_records: usize,
+    /// WAL segments deleted afterwards.
+    pub segments_deleted: usize,
+}
+
+impl Core {
+    pub(crate) fn tenant(&self, tenant: &str) -> Arc<TenantState> {
+        let mut map = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(map.entry(tenant.to_owned()).or_default())
+    }
+
+    /// Whether `tenant` is terminal (RFC 0056).
+    pub fn is_terminal(&self, tenant: &str) -> bool {
+        self.records.is_terminal(&Tenant::new(tenant))
+    }
+
+    /// The ingest path: refuse a terminal tenant, append the canonical request to the WAL
+    /// (group commit), then `mine_batch_ordered`. Returns the frame's lsn once it is durable.
+    /// A miner panic after the append still acknowledges: the frame is durable and held.
+    pub async fn ingest(
+        self: &Arc<Self>,
+        tenant: &str,
+        canonical: Vec<u8>,
+        request: ExportLogsServiceRequest,
+    ) -> Result<Lsn, IngestError> {
+        let started = Instant::now();
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(IngestError::ShuttingDown);
+        }
+        if self.is_terminal(tenant) {
+            return Err(IngestError::TenantTerminal {
+                tenant: tenant.to_owned(),
+            });
+        }
+        let core = Arc::clone(self);
+        let tenant = tenant.to_owned();
+        let lines = otlp::flatten(&request);
+        let n = lines.len() as u64;
+        // The WAL's group commit and the miner are blocking: run both off the async workers.
+        let joined = tokio::task::spawn_blocking(move || {
+            let state = core.tenant(&tenant);
+            let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
+            // The HTTP layer validated the tenant with the WAL's rule; a mismatch is a refusal.
+            let tid =
+                TenantId::new(&tenant).map_err(|e| IngestError::InvalidTenant(e.to_string()))?;
+            let lsn = core.wal.append(&tid, &canonical)?;
+            // The promise starts here: the frame is durable.
+            core.mine_batch_ordered(&tenant, &state, lsn, &lines);
+            Ok::<Lsn, IngestError>(lsn)
+        })
+        .await;
+        let lsn = match joined {
+            Ok(result) => result?,
+            Err(e) if e.is_panic() => {
+                // mine_batch_ordered handed its prefix to the sink and held the frame before
+                // resuming the panic; the frame is durable, so this is an acknowledgement.
+                return Ok(Lsn(0));
+            }
+            Err(_) => return Err(IngestError::ShuttingDown),
+        };
+        ::metrics::counter!(metrics::INGEST_REQUESTS).increment(1);
+        ::metrics::counter!(metrics::INGEST_RECORDS).increment(n);
+        ::metrics::histogram!(metrics::INGEST_ACK_SECONDS).record(started.elapsed().as_secs_f64());
+        Ok(lsn)
+    }
+
+    /// Mines one frame's lines in order and hands the records on (RFC 0054 §9.5).
+    ///
+    /// One loop for both branches and one unwind arm: with a pool, the mined records are
+    /// collected and submitted as one batch; without, each record is appended to the sink as it
+    /// is mined. On a miner panic, the mined prefix reaches the sink *before* the panic resumes,
+    /// and the frame's unmined suffix (which now exists only in the WAL) puts a hold on the
+    /// tenant's frontier just below the frame, so no cut stamps past it; a restart re-mines it.
+    pub(crate) fn mine_batch_ordered(
+        &self,
+        tenant: &str,
+        state: &TenantState,
+        lsn: Lsn,
+        lines: &[Line],
+    ) {
+        // Tag the batch before mining: every record of this frame is covered by a guard whose
+        // epoch a cut's quiesce waits for (RFC 0052 §3.1).
+        let guard = self.barrier.enter_encode();
+        let inline = self.pool.is_none();
+        let mut out: Vec<LogRecord> = Vec::with_capacity(if inline { 0 } else { lines.len() });
+        let sink_tenant = Tenant::new(tenant);
+        let result = {
+            let mut miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut index = 0u32;
+            catch_unwind(AssertUnwindSafe(|| {
+                let bodies = lines.iter().map(|l| l.body.as_str());
+                miners.ingest_mined(tenant, bodies, &mut |mined| {
+                    // Test hook (compiled out unless `failpoints`): a miner panic mid-frame.
+                    fail::fail_point!("node::mine::record", |_| panic!(
+                        "miner panic injected by failpoint"
+                    ));
+                    if let Some(event) = mined.event {
+                        let seq = self.records.audit().emit(audit_event(event));
+                        // Relaxed: written under the tenant's order lock; read under it too.
+                        state.watermark.store(seq, Ordering::Relaxed);
+                    }
+                    let line = &lines[index as usize];
+                    let record = log_record(
+                        &sink_tenant,
+                        RecordId { lsn: lsn.0, index },
+                        line,
+                        mined.record,
+                        state.watermark.load(Ordering::Relaxed),
+                    );
+                    index += 1;
+                    if inline {
+                        self.emit_inline(record, &guard);
+                    } else {
+                        out.push(record);
+                    }
+                });
+            }))
+        };
+        // The one unwind arm: the prefix goes to the sink first, whatever happened.
+        if !out.is_empty() {
+            match &self.pool {
+                Some(pool) => pool.submit(out, guard),
+                None => unreachable_inline(out, &self.records),
+            }
+        } else {
+            drop(guard);
+        }
+        match result {
+            Ok(()) => {
+                // Release: pairs with the cut's Acquire load; the submit above happened first.
+                state.mined_through.store(lsn.0, Ordering::Release);
+            }
+            Err(panic) => {
+                ::metrics::counter!(metrics::MINE_PANICS).increment(1);
+                if let Ok(tid) = TenantId::new(tenant) {
+                    let _ = self.wal.hold(&tid, lsn);
+                    ::metrics::gauge!(metrics::FRONTIER_HOLDS, "tenant" => tenant.to_owned())
+                        .set(1.0);
+                }
+                resume_unwind(panic);
+            }
+        }
+    }
+
+    /// The no-pool branch: append one record to the sink and hand any detached partitions to
+    /// the publisher under the batch's guard.
+    fn emit_inline(&self, record: LogRecord, guard: &BatchGuard) {
+        match self.records.append(record) {
+            AppendOutcome::Buffered { detached } => {
+                if !detached.is_empty() {
+                    self.coordinator.enqueue(detached, guard);
+                }
+            }
+            AppendOutcome::Quarantined { .. } => {}
+        }
+    }
+
+    /// A barrier cut (RFC 0052 §3 as amended by RFC 0054): capture, quiesce, drain and write,
+    /// then stamp each healthy tenant whose data is durable when `all_ok(E)`, clear the latch
+    /// against the captured word, and truncate the WAL. Never skips because the latch is set.
+    pub async fn run_cut(self: &Arc<Self>) -> CutReport {
+        // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
+        //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
+        let captured: Vec<(String, u64, Vec<u8>)> = {
+            let miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
+            let tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+            tenants
+                .iter()
+                .map(|(t, s)| {
+                    // Acquire: pairs with the Release store after the frame's submit.
+                    let through = s.mined_through.load(Ordering::Acquire);
+                    (t.clone(), through, miners.snapshot(t))
+                })
+                .collect()
+        };
+        let cut = self.barrier.begin_cut();
+        let epoch = cut.epoch();
+        let barrier = Arc::clone(&self.barrier);
+        let (cut, verdict) = tokio::task::spawn_blocking(move || {
+            barrier.quiesce_encodes(&cut);
+            let verdict = barrier.quiesce_publishes(&cut);
+            (cut, verdict)
+        })
+        .await
+        .expect("quiesce does not panic");
+        let prior_ok = verdict.all_ok(epoch);
+
+        // 2. The cut's own drain, in order.
+        let mut drained = self.coordinator.drain_all();
+        let written = self.coordinator.write_ordered(&mut drained).await;
+        fail::fail_point!("node::cut::before_stamp", |_| panic!(
+            "cut panic injected by failpoint"
+        ));
+        let cut_ok = written.tenants.iter().all(|(t, v)| {
+            *v == ourios_publisher::TenantVerdict::Durable || self.records.is_terminal(t)
+        });
+        let guard = drained.finish();
+        guard.complete(if written.all_durable() {
+            PublishOutcome::Durable
+        } else {
+            PublishOutcome::Requeued
+        });
+
+        // 3. Stamp per tenant.
+        let mut report = CutReport {
+            epoch,
+            prior_ok,
+            cut_ok,
+            published_records: written.published_records,
+            ..Default::default()
+        };
+        let mut stamps: Vec<(TenantId, u64, Vec<u8>)> = Vec::new();
+        for (tenant, through, snapshot) in captured {
+            let t = Tenant::new(&tenant);
+            let held_quarantine = self
+                .records
+                .quarantine_held_ids(&t)
+                .iter()
+                .any(|id| id.lsn <= through);
+            let ok = prior_ok
+                && through > 0
+                && written.is_durable(&t)
+                && !self.records.is_terminal(&t)
+                && !held_quarantine
+                && self
+                    .records
+                    .buffered_ids(&t)
+                    .iter()
+                    .all(|id| id.lsn > through);
+            match (ok, TenantId::new(&tenant)) {
+                (true, Ok(tid)) => stamps.push((tid, through, snapshot)),
+                _ => report.not_stamped.push(tenant),
+            }
+        }
+        if !stamps.is_empty() {
+            let wal = Arc::clone(&self.wal);
+            let outcomes = tokio::task::spawn_blocking(move || {
+                let s: Vec<Stamp<'_>> = stamps
+                    .iter()
+                    .map(|(t, x, snap)| Stamp {
+                        tenant: t,
+                        frontier: Lsn(*x),
+                        snapshot: Some(snap),
+                    })
+                    .collect();
+                wal.stamp(&s)
+            })
+            .await
+            .expect("stamp does not panic");
+            match outcomes {
+                Ok(outcomes) => {
+                    for o in outcomes {
+                        let to = match o.frontier {
+                            ourios_wal::FrontierOutcome::Advanced { to, .. } => to.0,
+                            ourios_wal::FrontierOutcome::Held { to, .. } => to.0,
+                            ourios_wal::FrontierOutcome::Unchanged { current } => current.0,
+                        };
+                        report.stamped.insert(o.tenant.as_str().to_owned(), to);
+                    }
+                }
+                Err(e) => {
+                    ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp").increment(1);
+                    eprintln!("ourios: cut {epoch}: stamping frontiers failed: {e}");
+                }
+            }
+        }
+
+        // 4. Clear the latch only when this cut stamped having drained everything it covers.
+        if prior_ok
+            && cut_ok
+            && report
+                .not_stamped
+                .iter()
+                .all(|t| self.records.is_terminal(&Tenant::new(t)))
+        {
+            report.latch_cleared = matches!(
+                self.barrier.latch().clear(cut.latch_word()),
+                ourios_barrier::Cleared::Cleared
+            );
+        }
+        let result = if report.not_stamped.is_empty() {
+            "stamped"
+        } else if report.stamped.is_empty() {
+            "not_stamped"
+        } else {
+            "partial"
+        };
+        ::metrics::counter!(metrics::CUTS, "result" => result).increment(1);
+        self.export_barrier_state();
+
+        // 5. Truncate what every tenant has passed.
+        let wal = Arc::clone(&self.wal);
+        if let Ok(Ok(t)) = tokio::task::spawn_blocking(move || wal.truncate()).await {
+            report.segments_deleted = t.deleted.len();
+        }
+        drop(cut);
+        report
+    }
+
+    pub(crate) fn export_barrier_state(&self) {
+        let word = self.barrier.latch().capture();
+        ::metrics::gauge!(metrics::LATCH_FAILED_EPOCH).set(f64::from(word.epoch()));
+        ::metrics::gauge!(metrics::LATCH_GENERATION).set(f64::from(word.generation()));
+        ::metrics::gauge!(metrics::BARRIER_EPOCH).set(f64::from(self.barrier.barrier_epoch()));
+        let durable = self.wal.durable_lsn().0;
+        for (tenant, marks) in self.wal.all_marks() {
+            ::metrics::gauge!(metrics::FRONTIER_LAG, "tenant" => tenant.as_str().to_owned())
+                .set(durable.saturating_sub(marks.frontier.0) as f64);
+        }
+    }
+}
+
+/// Only the pool branch collects records; reaching here would mean a record was collected on
+/// the inline branch. Buffer it rather than lose it.
+fn unreachable_inline(out: Vec<LogRecord>, records: &SharedParquetSink) {
+    records.buffer_only(out);
+}
+
+/// The miner's audit event as the sink stores it.
+pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
+    let kind = match event.kind {
+        AuditEventKind::TemplateCreated {
+            template_id,
+            version,
+            template,
+        } => AuditKind::TemplateCreated {
+            template_id,
+            version,
+            template,
+        },
+        AuditEventKind::TemplateWidened {
+            template_id,
+            old_version,
+            new_version,
+            old_template,
+            new_template,
+        } => AuditKind::TemplateWidened {
+            template_id,
+            old_version,
+            new_version,
+            old_template,
+            new_template,
+        },
+    };
+    AuditEvent {
+        tenant: Tenant::new(event.tenant),
+        timestamp_unix_nanos: event.timestamp_unix_nanos,
+        kind,
+    }
+}
+
+pub(crate) fn log_record(
+    tenant: &Tenant,
+    id: RecordId,
+    line: &Line,
+    mined: ourios_miner::MinedRecord,
+    watermark: u64,
+) -> LogRecord {
+    // OTLP: a zero event time means unknown; partition by the observed time instead.
+    let time = if line.time_unix_nano != 0 {
+        line.time_unix_nano
+    } else {
+        line.observed_time_unix_nano
+    };
+    LogRecord {
+        id,
+        tenant: tenant.clone(),
+        time_unix_nano: time,
+        observed_time_unix_nano: line.observed_time_unix_nano,
+        severity_number: line.severity_number,
+        severity_text: line.severity_text.clone(),
+        template_id: mined.template_id,
+        template_version: mined.template_version,
+        params: mined.params,
+        body: mined.body,
+        attributes: line.attributes.clone(),
+        resource_attributes: line.resource_attributes.clone(),
+        trace_id: line.trace_id,
+        span_id: line.span_id,
+        audit_watermark: watermark,
+    }
+}

@@ -1,0 +1,31 @@
+//! Metric names this crate records (DESIGN.md §9). The README lists every one.
+
+/// Counter: requests refused before anything was written, label `status`.
+pub const INGEST_REFUSED: &str = "ourios.ingest.refused";
+/// Counter: requests acknowledged (their frame is durable in the WAL).
+pub const INGEST_REQUESTS: &str = "ourios.ingest.requests";
+/// Counter: log records acknowledged.
+pub const INGEST_RECORDS: &str = "ourios.ingest.records";
+/// Counter: batches that found the encode pool disconnected and went into the record buffer
+/// through `buffer_only` (RFC 0054 §9.5).
+pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
+/// Histogram: seconds from request arrival to acknowledgement.
+pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
+/// Counter: panics inside `mine_batch_ordered` (the frame is held and re-mined on restart).
+pub const MINE_PANICS: &str = "ourios.miner.panics";
+/// Gauge: frames whose unmined suffix holds a tenant's frontier, per tenant.
+pub const FRONTIER_HOLDS: &str = "ourios.wal.frontier_holds";
+/// Counter: encode workers respawned after a panic.
+pub const ENCODE_WORKER_RESPAWNS: &str = "ourios.encode.worker_respawns";
+/// Counter: barrier cuts, label `result` (`stamped`, `partial`, `not_stamped`).
+pub const CUTS: &str = "ourios.barrier.cuts";
+/// Gauge: the epoch latch's failed epoch (`u32::MAX` = clear).
+pub const LATCH_FAILED_EPOCH: &str = "ourios.barrier.latch_failed_epoch";
+/// Gauge: the epoch latch's generation (`u32::MAX` = sticky, needs a restart).
+pub const LATCH_GENERATION: &str = "ourios.barrier.latch_generation";
+/// Gauge: the current `barrier_epoch`.
+pub const BARRIER_EPOCH: &str = "ourios.barrier.epoch";
+/// Gauge: per tenant, acknowledged frames above the tenant's frontier (lsn distance).
+pub const FRONTIER_LAG: &str = "ourios.wal.frontier_lag";
+/// Counter: frames replayed on start, label `mode` (`skipped`, `regeneration_only`, `normal`).
+pub const RECOVERY_FRAMES: &str = "ourios.recovery.frames";

@@ -1,0 +1,230 @@
+//! `EncodePool` (RFC 0054 §9.5): encode workers behind a bounded `sync_channel`, and a
+//! supervisor that holds the receiver.
+//!
+//! - A full channel blocks `submit` (ingest): that bound caps in-flight memory.
+//! - A worker's unappended remainder lives in a `RecoverableBatch` held in a `Guarded` with the
+//!   batch's `BatchGuard`, so an unwind requeues the remainder (via `buffer_only`) *before* the
+//!   guard reports its epoch and decrements: quiesce never reads the pool idle across a panic.
+//! - The handoff of each record happens inside `SharedParquetSink::append`, before its trigger.
+//! - The supervisor respawns a worker only when its exit was a panic (never on the normal exit
+//!   a closed channel produces), counts it, and drains and requeues whatever is still queued
+//!   when the pool stops.
+//! - `submit` on a disconnected pool appends through `buffer_only`, still acknowledges, and
+//!   counts `ourios.ingest.encode_fallback`.
+
+use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+
+use ourios_barrier::{BatchGuard, Guarded};
+use ourios_publisher::PublishCoordinator;
+use ourios_recoverable::{RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
+use ourios_sinks::{AppendOutcome, LogRecord, SharedParquetSink};
+
+use crate::metrics;
+
+/// One mined frame's records on their way to a worker, with the guard tagging its epoch.
+#[derive(Debug)]
+pub(crate) struct EncodeBatch {
+    records: Vec<LogRecord>,
+    guard: BatchGuard,
+}
+
+/// Requeues a worker's unappended records into the record buffer (no trigger, no publish).
+#[derive(Debug)]
+struct BufferOnly(SharedParquetSink);
+
+impl RequeueTarget<LogRecord> for BufferOnly {
+    fn requeue(&self, items: Vec<LogRecord>, cause: RequeueCause) {
+        if let RequeueCause::Unwound { .. } = cause {
+            ::metrics::counter!(ourios_sinks::metrics::SINK_REQUEUES, "consumer" => "worker", "cause" => "unwound")
+                .increment(items.len() as u64);
+        }
+        // buffer_only takes the sink lock poison-tolerantly and does not panic.
+        self.0.buffer_only(items);
+    }
+}
+
+/// The pool. Dropping it stops the workers (after they drain the queue) and joins the
+/// supervisor.
+#[derive(Debug)]
+pub(crate) struct EncodePool {
+    tx: Mutex<Option<SyncSender<EncodeBatch>>>,
+    supervisor: Mutex<Option<JoinHandle<()>>>,
+    records: SharedParquetSink,
+}
+
+impl EncodePool {
+    /// Starts `workers` workers behind a queue of `bound` batches.
+    pub(crate) fn start(
+        workers: usize,
+        bound: usize,
+        records: SharedParquetSink,
+        coordinator: PublishCoordinator,
+    ) -> Self {
+        let (tx, rx) = sync_channel::<EncodeBatch>(bound);
+        let ctx = Arc::new(WorkerCtx {
+            rx: Mutex::new(rx),
+            records: records.clone(),
+            coordinator,
+        });
+        let supervisor = std::thread::Builder::new()
+            .name("ourios-encode-supervisor".into())
+            .spawn(move || supervise(ctx, workers.max(1)))
+            .expect("spawning the encode supervisor");
+        Self {
+            tx: Mutex::new(Some(tx)),
+            supervisor: Mutex::new(Some(supervisor)),
+            records,
+        }
+    }
+
+    /// Hands a mined batch to a worker. Blocks while the queue is full. On a disconnected pool
+    /// the records go into the buffers through `buffer_only` (published by the next sweep or
+    /// cut), and the guard ends normally: the caller still acknowledges.
+    pub(crate) fn submit(&self, records: Vec<LogRecord>, guard: BatchGuard) {
+        let tx = self
+            .tx
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let batch = EncodeBatch { records, guard };
+        let batch = match tx {
+            Some(tx) => match tx.send(batch) {
+                Ok(()) => return,
+                Err(e) => e.0,
+            },
+            None => batch,
+        };
+        ::metrics::counter!(metrics::INGEST_ENCODE_FALLBACK).increment(1);
+        let EncodeBatch { records, guard } = batch;
+        self.records.buffer_only(records);
+        drop(guard);
+    }
+
+    /// Closes the queue, lets the workers finish what is queued, joins the supervisor.
+    pub(crate) fn shutdown(&self) {
+        drop(
+            self.tx
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        if let Some(s) = self
+            .supervisor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        {
+            let _ = s.join();
+        }
+    }
+}
+
+impl Drop for EncodePool {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[derive(Debug)]
+struct WorkerCtx {
+    rx: Mutex<Receiver<EncodeBatch>>,
+    records: SharedParquetSink,
+    coordinator: PublishCoordinator,
+}
+
+/// Sent by a worker's exit guard: (worker id, exited by panic).
+type Exit = (usize, bool);
+
+struct ExitSignal {
+    id: usize,
+    tx: std::sync::mpsc::Sender<Exit>,
+}
+
+impl Drop for ExitSignal {
+    fn drop(&mut self) {
+        let _ = self.tx.send((self.id, std::thread::panicking()));
+    }
+}
+
+fn spawn_worker(
+    ctx: &Arc<WorkerCtx>,
+    id: usize,
+    exits: &std::sync::mpsc::Sender<Exit>,
+) -> JoinHandle<()> {
+    let ctx = Arc::clone(ctx);
+    let signal = ExitSignal {
+        id,
+        tx: exits.clone(),
+    };
+    std::thread::Builder::new()
+        .name(format!("ourios-encode-{id}"))
+        .spawn(move || {
+            let _signal = signal;
+            work(&ctx);
+        })
+        .expect("spawning an encode worker")
+}
+
+fn supervise(ctx: Arc<WorkerCtx>, workers: usize) {
+    let (exits_tx, exits_rx) = channel::<Exit>();
+    let mut handles: Vec<Option<JoinHandle<()>>> = (0..workers)
+        .map(|id| Some(spawn_worker(&ctx, id, &exits_tx)))
+        .collect();
+    let mut alive = workers;
+    while alive > 0 {
+        let Ok((id, panicked)) = exits_rx.recv() else {
+            break;
+        };
+        let joined = handles[id].take().map(JoinHandle::join);
+        let by_panic = panicked || matches!(joined, Some(Err(_)));
+        if by_panic {
+            ::metrics::counter!(metrics::ENCODE_WORKER_RESPAWNS).increment(1);
+            ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "encode_worker_panic").increment(1);
+            handles[id] = Some(spawn_worker(&ctx, id, &exits_tx));
+        } else {
+            alive -= 1;
+        }
+    }
+    // Every worker exited normally (the queue closed and emptied); anything still queued —
+    // there should be none — is requeued rather than dropped with the receiver.
+    let rx = ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
+    while let Ok(batch) = rx.try_recv() {
+        ctx.records.buffer_only(batch.records);
+        drop(batch.guard);
+    }
+}
+
+fn work(ctx: &WorkerCtx) {
+    loop {
+        let batch = {
+            let rx = ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
+            rx.recv()
+        };
+        let Ok(EncodeBatch { records, guard }) = batch else {
+            return;
+        };
+        let target: Arc<dyn RequeueTarget<LogRecord>> = Arc::new(BufferOnly(ctx.records.clone()));
+        // Value first, guard second: an unwind requeues the remainder, then the guard reports
+        // its epoch, then decrements.
+        let mut batch = Guarded::new(RecoverableBatch::new(records, target), guard);
+        while let Some(lease) = batch.begin_next() {
+            // Test hook (compiled out unless `failpoints`): a panic in the encode loop.
+            fail::fail_point!("node::worker::encode", |_| panic!(
+                "encode worker panic injected by failpoint"
+            ));
+            // The handoff: `append` inserts the record before any trigger step.
+            let record = batch.settle(lease, Settlement::Durable);
+            match ctx.records.append(record) {
+                AppendOutcome::Buffered { detached } => {
+                    if !detached.is_empty() {
+                        ctx.coordinator.enqueue(detached, batch.guard());
+                    }
+                }
+                AppendOutcome::Quarantined { .. } => {}
+            }
+        }
+        drop(batch);
+    }
+}

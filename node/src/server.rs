@@ -1,0 +1,133 @@
+//! The HTTP surface: `POST /v1/logs` (OTLP/HTTP, protobuf or JSON, optionally gzip),
+//! `GET /metrics` (Prometheus text) and `GET /healthz`.
+//!
+//! The handler validates before anything is written: a bad body, an oversize body, an invalid
+//! tenant or a terminal tenant is refused and the WAL is untouched. A `200` means the request's
+//! frame is durable in the WAL.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::core::{Core, IngestError};
+use crate::otlp::{self, Format};
+
+/// Header that carries the tenant.
+pub const TENANT_HEADER: &str = "x-scope-orgid";
+
+/// Shared state of the HTTP handlers.
+#[derive(Debug, Clone)]
+pub(crate) struct AppState {
+    pub(crate) core: Arc<Core>,
+    pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    pub(crate) default_tenant: String,
+    pub(crate) max_body_bytes: usize,
+}
+
+pub(crate) fn router(state: AppState) -> Router {
+    // The body limit here is the compressed size; the decoded size is checked in `otlp::decode`.
+    let limit = state.max_body_bytes;
+    Router::new()
+        .route("/v1/logs", post(logs))
+        .route("/metrics", get(render_metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(state)
+}
+
+async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let tenant = match headers.get(TENANT_HEADER) {
+        None => state.default_tenant.clone(),
+        Some(v) => match v.to_str() {
+            Ok(t) if crate::config::valid_tenant(t) => t.to_owned(),
+            _ => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    format!(
+                        "invalid {TENANT_HEADER} header {v:?}: a tenant is 1-64 bytes of [A-Za-z0-9_.-]"
+                    ),
+                );
+            }
+        },
+    };
+    let format = match Format::from_content_type(
+        headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok()),
+    ) {
+        Ok(f) => f,
+        Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()),
+    };
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok());
+    let (canonical, request) = match otlp::decode(format, encoding, &body, state.max_body_bytes) {
+        Ok(ok) => ok,
+        Err(e @ otlp::DecodeError::TooLarge { .. }) => {
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
+        }
+        Err(e @ otlp::DecodeError::UnsupportedEncoding(_)) => {
+            return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string());
+        }
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    match state.core.ingest(&tenant, canonical, request).await {
+        Ok(_) => {
+            // OTLP/HTTP success: an empty ExportLogsServiceResponse in the request's format.
+            match format {
+                Format::Json => {
+                    ([(header::CONTENT_TYPE, "application/json")], "{}").into_response()
+                }
+                Format::Protobuf => (
+                    [(header::CONTENT_TYPE, "application/x-protobuf")],
+                    Vec::<u8>::new(),
+                )
+                    .into_response(),
+            }
+        }
+        Err(e @ IngestError::TenantTerminal { .. }) => {
+            // Retryable for the client: the node will accept again after a restart into a
+            // repaired store.
+            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
+            resp
+        }
+        Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ IngestError::ShuttingDown) => {
+            refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+        }
+        Err(e @ IngestError::Wal(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+    }
+}
+
+fn refuse(status: StatusCode, message: String) -> Response {
+    metrics::counter!(crate::metrics::INGEST_REFUSED, "status" => status.as_u16().to_string())
+        .increment(1);
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        format!("{message}\n"),
+    )
+        .into_response()
+}
+
+async fn render_metrics(State(state): State<AppState>) -> Response {
+    match &state.metrics {
+        Some(h) => (
+            [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+            h.render(),
+        )
+            .into_response(),
+        None => (
+            StatusCode::NOT_FOUND,
+            "metrics exporter not installed in this process\n",
+        )
+            .into_response(),
+    }
+}
