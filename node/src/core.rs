@@ -93,6 +93,26 @@ pub struct CutReport {
 }
 
 impl Core {
+    /// The WAL.
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
+    }
+
+    /// The record sink (its `audit()` is the audit sink).
+    pub fn records(&self) -> &SharedParquetSink {
+        &self.records
+    }
+
+    /// The barrier (epochs, latch).
+    pub fn barrier(&self) -> &Arc<Barrier> {
+        &self.barrier
+    }
+
+    /// The publish coordinator.
+    pub fn coordinator(&self) -> &PublishCoordinator {
+        &self.coordinator
+    }
+
     pub(crate) fn tenant(&self, tenant: &str) -> Arc<TenantState> {
         let mut map = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(map.entry(tenant.to_owned()).or_default())
