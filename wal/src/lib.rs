@@ -1,1 +1,47 @@
-//! ourios-wal
+//! The write-ahead log of the ingest node: a request is durable once [`Wal::append`] returns
+//! its [`Lsn`], and only then may it be acknowledged.
+//!
+//! Contract: frames (one tenant each, CRC32C, a global monotonic lsn) go into segment files;
+//! concurrent appends share one `fdatasync` (group commit) and each returns only after a sync
+//! covering it succeeded; a failed write or sync fails every frame it covered and makes the
+//! WAL read-only until reopened. Opening heals a torn tail on the newest segment (counted) and
+//! refuses corruption anywhere else with the segment and byte offset. Per tenant it keeps the
+//! frontier `X_t` and snapshot mark `S_t` (persisted atomically, never moving back, `S_t <=
+//! X_t`, frontiers clamped below in-memory holds), the miner snapshot bytes, a replay that
+//! tags each frame `Skipped`, `RegenerationOnly` or `Normal` (DESIGN §7), and deletes sealed
+//! segments every tenant in them has passed.
+//!
+//! Criteria proved here: DESIGN §7 (group commit, ack after sync, torn tail vs corruption,
+//! frontier/snapshot modes, bounded disk) and the WAL side of I4 (a frontier never passes the
+//! durable lsn or a hold). The hold serves RFC 0054's `mine_batch_ordered` unwind arm.
+//!
+//! It deliberately knows nothing of OTLP, templates, the miner's snapshot format or when a cut
+//! happens: payloads and snapshots are opaque bytes, and the caller decides when to stamp,
+//! rotate and truncate. It runs no background thread.
+
+mod error;
+mod format;
+mod io;
+mod marks;
+pub mod metrics;
+mod replay;
+mod segment;
+mod sync;
+pub mod testing;
+mod types;
+mod wal;
+
+pub use error::{
+    AppendError, Corruption, FailStage, MarkError, OpenError, ReplayError, SegmentError, WalFailure,
+};
+pub use format::{BadFrame, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, frame_len};
+pub use io::{SegmentFile, StdIo, WalIo};
+pub use marks::{DiscardReason, DiscardedSnapshot, Marks, ReplayMode};
+pub use replay::{Replay, ReplayFrame};
+pub use segment::TornTail;
+pub use types::{Lsn, MAX_TENANT_LEN, TenantId, TenantIdError};
+pub use wal::{
+    DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES, FrontierOutcome,
+    HoldOutcome, RecoveryReport, Snapshot, SnapshotOutcome, Stamp, StampOutcome, TruncateReport,
+    Wal, WalConfig, WalStats,
+};

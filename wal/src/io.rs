@@ -1,0 +1,188 @@
+//! The I/O seam: every file operation the WAL performs goes through [`WalIo`], so a test can
+//! fail a write, a sync, a rename or a directory sync at an exact point (see
+//! [`crate::testing::FaultyIo`]). [`StdIo`] is the production implementation over `std::fs`
+//! with real `fdatasync` (`File::sync_data`) and directory `fsync`.
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Read, Write};
+use std::path::Path;
+
+/// A segment (or temporary marks/snapshot) file open for appending.
+pub trait SegmentFile: Send + fmt::Debug {
+    /// Appends all of `buf`. A failure may leave any prefix of `buf` written.
+    ///
+    /// # Errors
+    /// The underlying write error.
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()>;
+
+    /// Makes everything written so far durable (`fdatasync`).
+    ///
+    /// # Errors
+    /// The underlying sync error; the WAL treats it as fatal for the writer.
+    fn sync_data(&mut self) -> io::Result<()>;
+}
+
+/// The file-system operations the WAL uses. Paths are always inside the WAL directory.
+pub trait WalIo: Send + Sync + fmt::Debug {
+    /// Creates `dir` and its parents.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()>;
+
+    /// Takes an exclusive lock on `dir` for the lifetime of the returned guard.
+    ///
+    /// # Errors
+    /// [`io::ErrorKind::WouldBlock`] if another holder has it, or the underlying error.
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn fmt::Debug + Send + Sync>>;
+
+    /// Names of the entries of `dir` (entries whose names are not UTF-8 are skipped).
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>>;
+
+    /// Opens `path` for sequential reading; returns the reader and the file's length.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn open_read(&self, path: &Path) -> io::Result<(Box<dyn Read + Send>, u64)>;
+
+    /// Creates `path`, failing if it exists, open for appending.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>>;
+
+    /// Opens an existing `path` for appending at its end.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>>;
+
+    /// Cuts `path` to `len` bytes and makes the new length durable.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()>;
+
+    /// Renames `from` to `to`, replacing `to` (atomic on POSIX file systems).
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+
+    /// Removes the file `path`.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn remove_file(&self, path: &Path) -> io::Result<()>;
+
+    /// Makes `dir`'s entries (creations, renames, removals) durable (`fsync` on the directory).
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn sync_dir(&self, dir: &Path) -> io::Result<()>;
+
+    /// Reads all of `path`.
+    ///
+    /// # Errors
+    /// The underlying error.
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let (mut reader, len) = self.open_read(path)?;
+        let mut out = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        reader.read_to_end(&mut out)?;
+        Ok(out)
+    }
+}
+
+/// Production I/O over `std::fs`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdIo;
+
+/// Read buffer for segment scans and replay: large enough that a 4 KiB frame costs no syscall.
+const READ_BUFFER: usize = 256 * 1024;
+
+#[derive(Debug)]
+struct StdSegmentFile(File);
+
+impl SegmentFile for StdSegmentFile {
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.0.write_all(buf)
+    }
+
+    fn sync_data(&mut self) -> io::Result<()> {
+        self.0.sync_data()
+    }
+}
+
+impl WalIo for StdIo {
+    fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
+        fs::create_dir_all(dir)
+    }
+
+    fn lock_dir(&self, dir: &Path) -> io::Result<Box<dyn fmt::Debug + Send + Sync>> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join("LOCK"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Box::new(file)),
+            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "the wal directory is locked by another open wal",
+            )),
+            Err(fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir)? {
+            if let Ok(name) = entry?.file_name().into_string() {
+                names.push(name);
+            }
+        }
+        Ok(names)
+    }
+
+    fn open_read(&self, path: &Path) -> io::Result<(Box<dyn Read + Send>, u64)> {
+        let file = File::open(path)?;
+        let len = file.metadata()?.len();
+        Ok((Box::new(BufReader::with_capacity(READ_BUFFER, file)), len))
+    }
+
+    fn create_new(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(path)?;
+        Ok(Box::new(StdSegmentFile(file)))
+    }
+
+    fn open_append(&self, path: &Path) -> io::Result<Box<dyn SegmentFile>> {
+        let file = OpenOptions::new().append(true).open(path)?;
+        Ok(Box::new(StdSegmentFile(file)))
+    }
+
+    fn truncate(&self, path: &Path, len: u64) -> io::Result<()> {
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(len)?;
+        file.sync_all()
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        fs::rename(from, to)
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        fs::remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        File::open(dir)?.sync_all()
+    }
+}
