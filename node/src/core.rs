@@ -411,11 +411,6 @@ impl Core {
         ::metrics::gauge!(metrics::LATCH_FAILED_EPOCH).set(f64::from(word.epoch()));
         ::metrics::gauge!(metrics::LATCH_GENERATION).set(f64::from(word.generation()));
         ::metrics::gauge!(metrics::BARRIER_EPOCH).set(f64::from(self.barrier.barrier_epoch()));
-        let durable = self.wal.durable_lsn().0;
-        for (tenant, marks) in self.wal.all_marks() {
-            ::metrics::gauge!(metrics::FRONTIER_LAG, "tenant" => tenant.as_str().to_owned())
-                .set(durable.saturating_sub(marks.frontier.0) as f64);
-        }
     }
 }
 

@@ -13,8 +13,6 @@ pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
 /// Counter: panics inside `mine_batch_ordered` (the frame is held and re-mined on restart).
 pub const MINE_PANICS: &str = "ourios.miner.panics";
-/// Gauge: frames whose unmined suffix holds a tenant's frontier, per tenant.
-pub const FRONTIER_HOLDS: &str = "ourios.wal.frontier_holds";
 /// Counter: encode workers respawned after a panic.
 pub const ENCODE_WORKER_RESPAWNS: &str = "ourios.encode.worker_respawns";
 /// Counter: barrier cuts, label `result` (`stamped`, `partial`, `not_stamped`).
@@ -25,7 +23,5 @@ pub const LATCH_FAILED_EPOCH: &str = "ourios.barrier.latch_failed_epoch";
 pub const LATCH_GENERATION: &str = "ourios.barrier.latch_generation";
 /// Gauge: the current `barrier_epoch`.
 pub const BARRIER_EPOCH: &str = "ourios.barrier.epoch";
-/// Gauge: per tenant, acknowledged frames above the tenant's frontier (lsn distance).
-pub const FRONTIER_LAG: &str = "ourios.wal.frontier_lag";
 /// Counter: frames replayed on start, label `mode` (`skipped`, `regeneration_only`, `normal`).
 pub const RECOVERY_FRAMES: &str = "ourios.recovery.frames";
