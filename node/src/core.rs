@@ -242,9 +242,8 @@ impl Core {
             Err(panic) => {
                 ::metrics::counter!(metrics::MINE_PANICS).increment(1);
                 if let Ok(tid) = TenantId::new(tenant) {
+                    // The WAL exports the hold (`ourios.wal.tenant_hold`).
                     let _ = self.wal.hold(&tid, lsn);
-                    ::metrics::gauge!(metrics::FRONTIER_HOLDS, "tenant" => tenant.to_owned())
-                        .set(1.0);
                 }
                 resume_unwind(panic);
             }
