@@ -15,19 +15,33 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// Crates whose concurrency boundaries have loom models (`<crate>/tests/loom.rs`).
-const LOOM_CRATES: &[&str] = &["barrier", "recoverable", "publisher"];
+/// Crates whose concurrency boundaries have loom models (`<crate>/tests/loom.rs`). The
+/// publisher's boundary (the shared completion, park included) is modelled in `barrier`,
+/// which owns it; the sinks' I/O stack (tokio, object_store, parquet) is not loom-buildable.
+const LOOM_CRATES: &[&str] = &["barrier", "recoverable"];
 
 /// Loom preemption bound used in CI. With 2 a full model of each boundary finishes in well
 /// under a minute per crate on 2 cores; 3 finds nothing more in these models and takes ~10x.
 pub(crate) const LOOM_MAX_PREEMPTIONS: &str = "2";
 
 const TASKS: &[(&str, &str)] = &[
-    ("ci", "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables"),
-    ("test [crate]", "the test suite of the workspace or of one crate (folder name)"),
+    (
+        "ci",
+        "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables",
+    ),
+    (
+        "test [crate]",
+        "the test suite of the workspace or of one crate (folder name)",
+    ),
     ("loom [crate]", "the loom models (all loom crates, or one)"),
-    ("rfc NNNN [--strict]", "run the tests an RFC table names and print id, test, result"),
-    ("bench [name]", "run one criterion benchmark (or list them); prints ratios vs baselines"),
+    (
+        "rfc NNNN [--strict]",
+        "run the tests an RFC table names and print id, test, result",
+    ),
+    (
+        "bench [name]",
+        "run one criterion benchmark (or list them); prints ratios vs baselines",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -85,7 +99,15 @@ fn ci(root: &Path) -> Result<()> {
     let started = Instant::now();
     step("fmt", || cargo(&["fmt", "--all", "--", "--check"]))?;
     step("clippy", || {
-        cargo(&["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ])
     })?;
     step("test (unit, integration, doc, tidy)", || test(None))?;
     step("loom", || loom(None))?;
@@ -128,10 +150,21 @@ fn loom(krate: Option<&str>) -> Result<()> {
             continue;
         }
         cargo_env(
-            &["test", "--locked", "--release", "-p", &package(k), "--test", "loom"],
+            &[
+                "test",
+                "--locked",
+                "--release",
+                "-p",
+                &package(k),
+                "--test",
+                "loom",
+            ],
             &[
                 ("RUSTFLAGS", "--cfg loom"),
-                ("CARGO_TARGET_DIR", target.to_str().context("target dir is not UTF-8")?),
+                (
+                    "CARGO_TARGET_DIR",
+                    target.to_str().context("target dir is not UTF-8")?,
+                ),
                 ("LOOM_MAX_PREEMPTIONS", LOOM_MAX_PREEMPTIONS),
             ],
         )?;
