@@ -56,6 +56,10 @@ pub(crate) struct TenantState {
     pub(crate) mined_through: AtomicU64,
     /// The audit-sink seq of the newest event of this tenant (records' watermark).
     pub(crate) watermark: AtomicU64,
+    /// The lsn of the frame being mined and submitted (0 = none). Set under the miners' lock
+    /// before mining starts, cleared after `mined_through` moves: a capture that sees it set
+    /// takes no snapshot for the tenant (the miner state would be ahead of `mined_through`).
+    pub(crate) in_flight: AtomicU64,
 }
 
 /// Everything the paths share. Cheap to clone behind an `Arc`.
@@ -195,6 +199,8 @@ impl Core {
         let sink_tenant = Tenant::new(tenant);
         let result = {
             let mut miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
+            // Relaxed: read by the capture under the same miners' lock.
+            state.in_flight.store(lsn.0, Ordering::Relaxed);
             let mut index = 0u32;
             catch_unwind(AssertUnwindSafe(|| {
                 let bodies = lines.iter().map(|l| l.body.as_str());
@@ -238,8 +244,11 @@ impl Core {
             Ok(()) => {
                 // Release: pairs with the cut's Acquire load; the submit above happened first.
                 state.mined_through.store(lsn.0, Ordering::Release);
+                state.in_flight.store(0, Ordering::Release);
             }
             Err(panic) => {
+                // The frame stays in flight for the capture: the miner state holds its prefix,
+                // which no snapshot may claim (the hold keeps the frontier below it anyway).
                 ::metrics::counter!(metrics::MINE_PANICS).increment(1);
                 if let Ok(tid) = TenantId::new(tenant) {
                     // The WAL exports the hold (`ourios.wal.tenant_hold`).
@@ -269,7 +278,7 @@ impl Core {
     pub async fn run_cut(self: &Arc<Self>) -> CutReport {
         // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
         //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
-        let captured: Vec<(String, u64, Vec<u8>)> = {
+        let captured: Vec<(String, u64, Option<Vec<u8>>)> = {
             let miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
             let tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
             tenants
@@ -277,7 +286,9 @@ impl Core {
                 .map(|(t, s)| {
                     // Acquire: pairs with the Release store after the frame's submit.
                     let through = s.mined_through.load(Ordering::Acquire);
-                    (t.clone(), through, miners.snapshot(t))
+                    let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
+                    let snapshot = (!mid_frame).then(|| miners.snapshot(t));
+                    (t.clone(), through, snapshot)
                 })
                 .collect()
         };
@@ -317,26 +328,21 @@ impl Core {
             published_records: written.published_records,
             ..Default::default()
         };
-        let mut stamps: Vec<(TenantId, u64, Vec<u8>)> = Vec::new();
+        let mut stamps: Vec<(TenantId, u64, Option<Vec<u8>>)> = Vec::new();
         for (tenant, through, snapshot) in captured {
             let t = Tenant::new(&tenant);
-            let held_quarantine = self
-                .records
-                .quarantine_held_ids(&t)
-                .iter()
-                .any(|id| id.lsn <= through);
-            let ok = prior_ok
-                && through > 0
-                && written.is_durable(&t)
-                && !self.records.is_terminal(&t)
-                && !held_quarantine
-                && self
-                    .records
-                    .buffered_ids(&t)
-                    .iter()
-                    .all(|id| id.lsn > through);
+            // I4: never past a record of this tenant that is not durable yet, wherever it is
+            // (buffered, drained by a concurrent sweep, queued for the publisher, quarantined).
+            let (frontier, snapshot) = match self.records.unpublished_floor(&t) {
+                Some(floor) if floor <= through => (floor - 1, None),
+                _ => (through, snapshot),
+            };
+            if frontier == 0 {
+                continue; // nothing of this tenant was mined yet: nothing to stamp
+            }
+            let ok = prior_ok && written.is_durable(&t) && !self.records.is_terminal(&t);
             match (ok, TenantId::new(&tenant)) {
-                (true, Ok(tid)) => stamps.push((tid, through, snapshot)),
+                (true, Ok(tid)) => stamps.push((tid, frontier, snapshot)),
                 _ => report.not_stamped.push(tenant),
             }
         }
@@ -348,7 +354,7 @@ impl Core {
                     .map(|(t, x, snap)| Stamp {
                         tenant: t,
                         frontier: Lsn(*x),
-                        snapshot: Some(snap),
+                        snapshot: snap.as_deref(),
                     })
                     .collect();
                 wal.stamp(&s)

@@ -117,6 +117,8 @@ pub struct PartitionInfo {
 #[derive(Debug)]
 struct Buffered {
     records: Vec<LogRecord>,
+    /// The lowest record lsn buffered here.
+    min_lsn: u64,
     bytes: usize,
     oldest: Instant,
     audit_watermark: u64,
@@ -136,6 +138,9 @@ struct RecordState {
     partitions: BTreeMap<PartitionKey, Buffered>,
     /// Quarantined records awaiting their durable `record_quarantined` event.
     held: Vec<Held>,
+    /// Per tenant, the `out_floor`s of partitions out of the buffer and not yet settled or put
+    /// back (floor -> how many partitions carry it).
+    out: BTreeMap<Tenant, BTreeMap<u64, usize>>,
     bytes: usize,
     records: usize,
 }
@@ -144,10 +149,12 @@ impl RecordState {
     fn insert(&mut self, key: PartitionKey, record: LogRecord) -> usize {
         let bytes = record.estimated_bytes();
         let watermark = record.audit_watermark;
+        let lsn = record.id.lsn;
         self.bytes += bytes;
         self.records += 1;
         let entry = self.partitions.entry(key).or_insert_with(|| Buffered {
             records: Vec::new(),
+            min_lsn: u64::MAX,
             bytes: 0,
             oldest: Instant::now(),
             audit_watermark: 0,
@@ -155,6 +162,7 @@ impl RecordState {
             due: false,
         });
         entry.records.push(record);
+        entry.min_lsn = entry.min_lsn.min(lsn);
         entry.bytes += bytes;
         entry.audit_watermark = entry.audit_watermark.max(watermark);
         entry.bytes
@@ -164,6 +172,14 @@ impl RecordState {
         let b = self.partitions.remove(key)?;
         self.bytes -= b.bytes;
         self.records -= b.records.len();
+        // From here until it is settled or put back, the partition's records are counted in
+        // the tenant's unpublished floor through `out`.
+        *self
+            .out
+            .entry(key.tenant.clone())
+            .or_default()
+            .entry(b.min_lsn)
+            .or_default() += 1;
         Some(Partition {
             key: key.clone(),
             records: b.records,
@@ -171,12 +187,32 @@ impl RecordState {
             oldest: b.oldest,
             audit_watermark: b.audit_watermark,
             requeued_epoch: b.requeued_epoch,
+            out_floor: Some(b.min_lsn),
         })
+    }
+
+    /// The partition is back in the buffer or settled: stop counting its floor.
+    fn returned(&mut self, tenant: &Tenant, floor: Option<u64>) {
+        let Some(floor) = floor else { return };
+        if let Some(floors) = self.out.get_mut(tenant) {
+            if let Some(n) = floors.get_mut(&floor) {
+                *n -= 1;
+                if *n == 0 {
+                    floors.remove(&floor);
+                }
+            }
+            if floors.is_empty() {
+                self.out.remove(tenant);
+            }
+        }
     }
 
     /// Put `p` back ahead of whatever is buffered under its key.
     fn put_back(&mut self, mut p: Partition, epoch: Option<u32>) {
+        let floor = p.out_floor.take();
+        self.returned(&p.key.tenant, floor);
         p.recompute();
+        let min_lsn = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(u64::MAX);
         self.bytes += p.bytes;
         self.records += p.records.len();
         let epoch = epoch.or(p.requeued_epoch);
@@ -185,6 +221,7 @@ impl RecordState {
                 let newer = std::mem::take(&mut b.records);
                 b.records = p.records;
                 b.records.extend(newer);
+                b.min_lsn = b.min_lsn.min(min_lsn);
                 b.bytes += p.bytes;
                 b.oldest = b.oldest.min(p.oldest);
                 b.audit_watermark = b.audit_watermark.max(p.audit_watermark);
@@ -196,6 +233,7 @@ impl RecordState {
                     p.key,
                     Buffered {
                         records: p.records,
+                        min_lsn,
                         bytes: p.bytes,
                         oldest: p.oldest,
                         audit_watermark: p.audit_watermark,
@@ -538,6 +576,34 @@ impl SharedParquetSink {
             })
     }
 
+    /// The lowest lsn of `tenant`'s records that are not yet durable in the store and may still
+    /// be: buffered (set-aside included), held in quarantine awaiting their event, or out of
+    /// the buffer in a drain, a detached partition or a put in flight. `None` when there is
+    /// none. A tenant's WAL frontier must stay below it (I4): a cut stamps at most
+    /// `min(captured, floor - 1)`.
+    pub fn unpublished_floor(&self, tenant: &Tenant) -> Option<u64> {
+        let st = lock(&self.inner.state);
+        let buffered = st
+            .partitions
+            .iter()
+            .filter(|(k, _)| &k.tenant == tenant)
+            .map(|(_, b)| b.min_lsn);
+        let held = st
+            .held
+            .iter()
+            .filter(|h| &h.record.tenant == tenant)
+            .map(|h| h.record.id.lsn);
+        let out = st.out.get(tenant).and_then(|f| f.keys().next().copied());
+        buffered.chain(held).chain(out).min()
+    }
+
+    /// A partition taken out of a batch as settled: its records are durable (or held in
+    /// quarantine, which the floor counts separately).
+    fn settled(&self, p: &Partition) {
+        let mut st = lock(&self.inner.state);
+        st.returned(&p.key.tenant, p.out_floor);
+    }
+
     /// Publish every pending partition of `batch`, one put per partition (RFC 0054 §9.4).
     ///
     /// Per partition: begin (InFlight); a terminal tenant's partition is requeued; a partition
@@ -588,8 +654,9 @@ impl SharedParquetSink {
                         );
                     }
                     if batch.item(&lease).records.is_empty() {
-                        // Every record is quarantined: nothing left to put.
-                        let _ = batch.settle(lease, Settlement::Dropped);
+                        // Every record is quarantined (and held): nothing left to put.
+                        let p = batch.settle(lease, Settlement::Dropped);
+                        self.settled(&p);
                         continue;
                     }
                     encode_records(&batch.item(&lease).records, zstd)
@@ -636,6 +703,7 @@ impl SharedParquetSink {
             match self.inner.store.put(&path, bytes.into()).await {
                 Ok(_) => {
                     let p = batch.settle(lease, Settlement::Durable);
+                    self.settled(&p);
                     report.durable += 1;
                     report.durable_records += p.records.len();
                     ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "records").increment(1);

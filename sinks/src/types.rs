@@ -262,6 +262,12 @@ pub struct Partition {
     pub audit_watermark: u64,
     /// The barrier epoch recorded when it was last requeued or parked, if it was.
     pub requeued_epoch: Option<u32>,
+    /// While the partition is out of the sink's buffer (drained, detached, being published):
+    /// the lowest record lsn it held when it left. The sink counts it in the tenant's
+    /// [`unpublished_floor`](crate::SharedParquetSink::unpublished_floor) until the partition is
+    /// settled (put returned Ok, or every record quarantined) or put back. Set and cleared by
+    /// the sink only.
+    pub out_floor: Option<u64>,
 }
 
 impl Partition {

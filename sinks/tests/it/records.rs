@@ -453,3 +453,69 @@ fn fault_publish_failpoint_panic_requeues_in_flight_and_pending() {
     });
     scenario.teardown();
 }
+
+/// I4's input: `unpublished_floor` is the lowest lsn of a tenant's records that are not yet
+/// durable wherever they are — buffered, drained into a batch, in flight, requeued — and moves
+/// up only when a put returns Ok. A cut that stamps below it never crosses unpublished data,
+/// even while a concurrent sweep holds drained partitions (the buffer alone reads empty then).
+///
+/// Mutation check: in `RecordState::remove`, skip the `out` registration and the floor is
+/// `None` while the drained partitions sit in the batch.
+#[test]
+fn i4_unpublished_floor_covers_buffered_drained_in_flight_and_requeued() {
+    let rig = Rig::new();
+    let t = Tenant::new("a");
+    assert_eq!(rig.sink.unpublished_floor(&t), None);
+    let parts = five_partitions(&rig); // lsns 1..=5, one partition each, now out of the buffer
+    assert!(
+        rig.sink.buffered_ids(&t).is_empty(),
+        "the buffer alone reads empty"
+    );
+    assert_eq!(
+        rig.sink.unpublished_floor(&t),
+        Some(1),
+        "drained partitions still count"
+    );
+    let mut batch = rig.record_batch(parts);
+    // First put fails transiently (requeued: floor from the buffer), the rest succeed.
+    rig.store
+        .on_nth_with_prefix("records/", 0, Fault::Transient);
+    let report = block_on(rig.sink.publish_owned(&mut batch));
+    let _ = batch.finish();
+    assert_eq!(report.durable, 4);
+    assert_eq!(
+        rig.sink.unpublished_floor(&t),
+        Some(1),
+        "the requeued partition holds the floor"
+    );
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
+    let mut batch = rig.record_batch(slot);
+    let _ = block_on(rig.sink.publish_owned(&mut batch));
+    let _ = batch.finish();
+    assert_eq!(
+        rig.sink.unpublished_floor(&t),
+        None,
+        "everything durable: no floor"
+    );
+    // A newer record and a panic with it in flight: the unwind puts it back, floor returns.
+    let _ = rig.sink.append(rec("a", 9, 0, T0, 0));
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
+    rig.store
+        .on_nth_with_prefix("records/", 6, Fault::PanicBeforePut);
+    let mut batch = rig.record_batch(slot);
+    let result = block_on(catch(rig.sink.publish_owned(&mut batch)));
+    assert!(result.is_err());
+    assert_eq!(
+        rig.sink.unpublished_floor(&t),
+        Some(9),
+        "in flight (ambiguous) still counts"
+    );
+    drop(batch);
+    assert_eq!(
+        rig.sink.unpublished_floor(&t),
+        Some(9),
+        "requeued by the unwind"
+    );
+}
