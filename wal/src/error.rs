@@ -99,8 +99,14 @@ pub enum Corruption {
         /// Byte offset of the valid frame found after it.
         valid_at: u64,
     },
-    /// The segment header is damaged (in a sealed segment, or with frames after it).
+    /// The header of a sealed segment is damaged.
     Header,
+    /// The newest segment's header is damaged but valid frames follow it, so it is not a
+    /// segment torn while being created.
+    HeaderBeforeValid {
+        /// Byte offset of the first valid frame found.
+        valid_at: u64,
+    },
     /// The header's base lsn differs from the one in the file name.
     BaseMismatch {
         /// Base lsn in the file name.
@@ -126,6 +132,11 @@ impl fmt::Display for Corruption {
                 "{problem}, followed by a valid frame at byte offset {valid_at} (not a torn tail)"
             ),
             Corruption::Header => f.write_str("segment header is damaged"),
+            Corruption::HeaderBeforeValid { valid_at } => write!(
+                f,
+                "segment header is damaged, followed by a valid frame at byte offset {valid_at} \
+                 (not a torn segment)"
+            ),
             Corruption::BaseMismatch { name, header } => write!(
                 f,
                 "header base lsn {header} differs from the file name's base lsn {name}"

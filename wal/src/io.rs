@@ -101,6 +101,10 @@ pub trait WalIo: Send + Sync + fmt::Debug {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct StdIo;
 
+/// Attempts, and the pause between them, before a held directory lock is reported.
+const LOCK_ATTEMPTS: u32 = 50;
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
 /// Read buffer for segment scans and replay: large enough that a 4 KiB frame costs no syscall.
 const READ_BUFFER: usize = 256 * 1024;
 
@@ -129,14 +133,20 @@ impl WalIo for StdIo {
             .create(true)
             .truncate(false)
             .open(dir.join("LOCK"))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Box::new(file)),
-            Err(fs::TryLockError::WouldBlock) => Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "the wal directory is locked by another open wal",
-            )),
-            Err(fs::TryLockError::Error(e)) => Err(e),
+        // The lock belongs to the open file description, which a child process forked by any
+        // thread of this process shares until it execs; a WAL closed and reopened across such
+        // a window would see its own released lock as held. Wait that window out, briefly.
+        for _ in 0..LOCK_ATTEMPTS {
+            match file.try_lock() {
+                Ok(()) => return Ok(Box::new(file)),
+                Err(fs::TryLockError::WouldBlock) => std::thread::sleep(LOCK_RETRY),
+                Err(fs::TryLockError::Error(e)) => return Err(e),
+            }
         }
+        Err(io::Error::new(
+            io::ErrorKind::WouldBlock,
+            "the wal directory is locked by another open wal",
+        ))
     }
 
     fn list_dir(&self, dir: &Path) -> io::Result<Vec<String>> {

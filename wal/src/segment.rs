@@ -172,13 +172,7 @@ fn scan_one(
             // A crash between creating the newest segment and syncing its header. Torn only if
             // nothing valid follows.
             if let Some(at) = valid_frame_after(io, &path, 0, out.last)? {
-                return Err(corrupt(
-                    0,
-                    Corruption::FrameBeforeValid {
-                        problem: BadFrame::Truncated,
-                        valid_at: at,
-                    },
-                ));
+                return Err(corrupt(0, Corruption::HeaderBeforeValid { valid_at: at }));
             }
             io.remove_file(&path)
                 .map_err(io_err("removing torn", &path))?;

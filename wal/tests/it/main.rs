@@ -2,8 +2,10 @@
 
 mod append;
 mod common;
+mod crash;
 mod faults;
 mod marks;
+mod model;
 mod recovery;
 mod replay;
 mod rotation;
