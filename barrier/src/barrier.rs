@@ -141,36 +141,36 @@ impl Shared {
 
     /// Tags and counts one encode guard. Fast path: one CAS on the encode word.
     /// Never waits: while the reset gate is closed it returns `ResetInProgress`.
-    fn enter_encode(self: &Arc<Self>) -> Result<BatchGuard, EnterError> {
+    fn enter_encode(this: &Arc<Self>) -> Result<BatchGuard, EnterError> {
         // Relaxed: only the first guess for the CAS below, which validates it.
-        let mut current = self.encode.load(Ordering::Relaxed);
+        let mut current = this.encode.load(Ordering::Relaxed);
         loop {
             let word = EncodeWord(current);
             if word.gated() || word.count() == COUNT_MAX {
-                return self.enter_encode_slow();
+                return Self::enter_encode_slow(this);
             }
             // Relaxed: entering publishes nothing (the guard has done nothing yet). The tag and
             // the count change in this one RMW and a cut's advance is an RMW on the same word,
             // so the modification order alone puts this guard wholly before or after the
             // advance.
-            match self.encode.compare_exchange(
+            match this.encode.compare_exchange(
                 current,
                 current + 1,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => return Ok(BatchGuard::new(Arc::clone(self), word.epoch(), true)),
+                Ok(_) => return Ok(BatchGuard::new(Arc::clone(this), word.epoch(), true)),
                 Err(actual) => current = actual,
             }
         }
     }
 
-    fn enter_encode_slow(self: &Arc<Self>) -> Result<BatchGuard, EnterError> {
-        let mut state = self.state();
+    fn enter_encode_slow(this: &Arc<Self>) -> Result<BatchGuard, EnterError> {
+        let mut state = this.state();
         loop {
             // Relaxed: the epoch and the gate change only under the state mutex, which we hold,
             // so this load sees their current values; the count is validated by the CAS.
-            let current = self.encode.load(Ordering::Relaxed);
+            let current = this.encode.load(Ordering::Relaxed);
             let word = EncodeWord(current);
             if word.gated() {
                 return Err(state.reset_in_progress());
@@ -179,16 +179,16 @@ impl Shared {
                 // Overflow: count this guard in the map under its epoch. Quiesce and the cut's
                 // move treat map and word alike, and its exit always takes the slow path.
                 *state.encodes.entry(word.epoch()).or_default() += 1;
-                return Ok(BatchGuard::new(Arc::clone(self), word.epoch(), false));
+                return Ok(BatchGuard::new(Arc::clone(this), word.epoch(), false));
             }
             // Relaxed: as in the fast path, the modification order of this word is all the
             // ordering a tag needs.
-            if self
+            if this
                 .encode
                 .compare_exchange(current, current + 1, Ordering::Relaxed, Ordering::Relaxed)
                 .is_ok()
             {
-                return Ok(BatchGuard::new(Arc::clone(self), word.epoch(), true));
+                return Ok(BatchGuard::new(Arc::clone(this), word.epoch(), true));
             }
         }
     }
@@ -196,8 +196,11 @@ impl Shared {
     /// The last step of a batch guard's drop: decrements its count.
     pub(crate) fn exit_encode(&self, epoch: u32, on_word: bool) {
         if on_word {
-            // Relaxed: only the first guess for the CAS below, which validates it.
-            let mut current = self.encode.load(Ordering::Relaxed);
+            // The first guess is the word of a lone batch of this epoch (gate open, count 1)
+            // rather than a load: the CAS validates it, a wrong guess costs one failed CAS, and
+            // every step is then an RMW, which the loom models explore exhaustively against a
+            // cut's advance.
+            let mut current = EncodeWord::new(epoch, false, 1).0;
             loop {
                 let word = EncodeWord(current);
                 // A guard is counted on the word exactly while the word still carries its
@@ -209,7 +212,8 @@ impl Shared {
                 }
                 // Release: the caller's requeue and this guard's latch report (both before this
                 // line) become visible to the cut whose advance (an Acquire RMW on this word)
-                // reads this count or any later value of the word.
+                // reads this count or any later value of the word. Relaxed on failure: the
+                // value read is only the next guess.
                 match self.encode.compare_exchange(
                     current,
                     current - 1,
@@ -399,7 +403,7 @@ impl Barrier {
     /// [`try_enter_encode`](Self::try_enter_encode) does not block.
     pub fn enter_encode(&self) -> BatchGuard {
         loop {
-            match self.shared.enter_encode() {
+            match Shared::enter_encode(&self.shared) {
                 Ok(guard) => return guard,
                 Err(EnterError::ResetInProgress { .. }) => self.shared.wait_for_gate(),
             }
@@ -409,7 +413,7 @@ impl Barrier {
     /// Like [`enter_encode`](Self::enter_encode), but returns an error instead of waiting
     /// while an epoch reset is in progress (for async callers that must not block).
     pub fn try_enter_encode(&self) -> Result<BatchGuard, EnterError> {
-        self.shared.enter_encode()
+        Shared::enter_encode(&self.shared)
     }
 
     /// Starts one publish that is not a batch's detach — a sweep's in-flight `Drained` — tagged

@@ -173,14 +173,18 @@ impl EpochLatch {
         if epoch == CLEAR_EPOCH {
             return Reported::Refused;
         }
-        // Relaxed: only the first guess for the CAS below, which validates it.
-        let mut current = self.word.load(Ordering::Relaxed);
+        // The first guess is CLEAR, the latch's state when a failure is first reported, rather
+        // than a load: a wrong guess costs one failed CAS on this rare path, and every step of
+        // the loop is then an RMW, which the loom models explore exhaustively against
+        // capture and clear (a leading plain load defeats loom's exploration).
+        let mut current = CLEAR.0;
         loop {
             let next = LatchWord(current).after_report(epoch);
             // Release on success: the reporter's requeue (program-ordered before this call)
             // happens-before any Acquire capture that reads this word or a later one; every
             // later write to the word is an RMW, so it continues this release sequence.
-            // Relaxed on failure: the value read is only the next guess.
+            // Relaxed on failure: the value read is only the next guess, validated by the next
+            // CAS.
             match self
                 .word
                 .compare_exchange(current, next.0, Ordering::Release, Ordering::Relaxed)

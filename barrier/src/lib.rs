@@ -28,7 +28,11 @@ mod barrier;
 mod error;
 mod guard;
 mod latch;
-mod sync;
+pub(crate) mod sync;
+
+/// Loom-only test support (exists only under `--cfg loom`).
+#[cfg(loom)]
+pub use sync::loom_support;
 
 pub use barrier::{Barrier, BarrierStats, Cut, Verdict};
 pub use error::{EnterError, StartError};

@@ -29,6 +29,35 @@ pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexG
 
 /// Whether the current thread is unwinding: the question every guard's `Drop` asks to tell a
 /// panic from a normal end.
+#[cfg(not(loom))]
 pub(crate) fn panicking() -> bool {
     std::thread::panicking()
+}
+
+/// Under loom, every model thread runs on one OS thread, and std's panic count is per OS
+/// thread: a real unwind on one model thread would make `thread::panicking()` true on the
+/// others (and poison loom's internal std mutexes). So the models mark one model thread as
+/// unwinding with [`loom_support::unwind`] instead; the guards' `Drop` code is the same.
+#[cfg(loom)]
+pub(crate) fn panicking() -> bool {
+    std::thread::panicking() || loom_support::UNWINDING.with(std::cell::Cell::get)
+}
+
+/// Loom-only test support: drive a guard's unwind path on one model thread.
+#[cfg(loom)]
+pub mod loom_support {
+    use std::cell::Cell;
+
+    loom::thread_local! {
+        pub(super) static UNWINDING: Cell<bool> = Cell::new(false);
+    }
+
+    /// Runs `f` (typically a `drop`) as if this model thread were unwinding from a panic: every
+    /// guard dropped inside takes its panic path (requeue, report, decrement).
+    pub fn unwind<R>(f: impl FnOnce() -> R) -> R {
+        UNWINDING.with(|u| u.set(true));
+        let result = f();
+        UNWINDING.with(|u| u.set(false));
+        result
+    }
 }
