@@ -73,6 +73,10 @@ pub(crate) async fn sweep_loop(
 ) {
     let mut interval = tokio::time::interval(every);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick completes at once: consume it, as the barrier loop does, so the first
+    // timed sweep runs one period in and a requested tick right after start is not raced by
+    // a timer tick that takes its work.
+    interval.tick().await;
     loop {
         let reply = tokio::select! {
             _ = interval.tick() => None,
