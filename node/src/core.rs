@@ -276,6 +276,22 @@ impl Core {
     /// then stamp each healthy tenant whose data is durable when `all_ok(E)`, clear the latch
     /// against the captured word, and truncate the WAL. Never skips because the latch is set.
     pub async fn run_cut(self: &Arc<Self>) -> CutReport {
+        // 0. Absorb the failures of publishes that settled before this cut (RFC 0054 §9.6). A
+        //    failed or panicked publish requeues its records before it settles, so they are
+        //    in the buffers before the capture below and this cut's own drain takes them: they
+        //    must not fail this cut, or a recovered panic would hold every frontier (and the
+        //    latch) for one extra period. The barrier hands each failure to the first verdict
+        //    whose epoch covers it, so a verdict taken now, before the capture, absorbs the
+        //    settled ones (waiting for publishes of earlier epochs still in flight); only a
+        //    publish that settles after the capture fails `all_ok(E)` below.
+        let settled = self.barrier.begin_cut();
+        let barrier = Arc::clone(&self.barrier);
+        tokio::task::spawn_blocking(move || {
+            let _ = barrier.quiesce_publishes(&settled);
+        })
+        .await
+        .expect("quiesce does not panic");
+
         // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
         //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
         let captured: Vec<(String, u64, Option<Vec<u8>>)> = {
