@@ -1,0 +1,245 @@
+//! The age sweep and the barrier task survive panics (RFC0054.2, RFC 0054 §9.7 C.1-C.3, T.4).
+
+use ourios_node::TickResult;
+use ourios_sinks::metrics::{FLUSH_ERRORS, SINK_AMBIGUOUS_PUTS};
+use ourios_sinks::testing::{Fault, FaultyStore};
+use ourios_sinks::{RecordId, Tenant};
+use ourios_wal::Lsn;
+
+use crate::support::*;
+
+fn cadence_panics(task: &'static str) -> &'static [(&'static str, &'static str)] {
+    match task {
+        "sweep" => &[("error_type", "cadence_panic"), ("task", "sweep")],
+        _ => &[("error_type", "cadence_panic"), ("task", "barrier")],
+    }
+}
+
+/// RFC0054.2 (with C.1 and U.11): a record put panics inside a sweep's `write_ordered`; the
+/// sweep tick reports `Panicked` and is counted (`error.type=cadence_panic`), the drained
+/// records are back in the buffer and not in the store, and the loops keep answering: the next
+/// cut publishes every record id, the next sweep runs and publishes, and a later healthy cut
+/// stamps the tenant's frontier over all of it. At every step the frontier is only over
+/// records that are in the store (I4).
+///
+/// Mutation check: in `cadence::sweep_loop`, turn the `Err(e) if e.is_panic()` arm into
+/// `return` and the second `sweep_now` gets `None` ("the sweep loop is running" fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_2_sweep_survives_publish_panic_and_later_cut_publishes() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), inline), &store).await;
+    let t = Tenant::new("t");
+
+    let a = ingest(&node, "t", &lines(12, 1)).await;
+    let counted = metric(&node, FLUSH_ERRORS, cadence_panics("sweep")).await;
+    store.on_prefix("records/", Fault::PanicBeforePut, Some(1));
+    assert!(matches!(sweep(&node).await, TickResult::Panicked));
+    assert_eq!(
+        metric(&node, FLUSH_ERRORS, cadence_panics("sweep")).await,
+        counted + 1.0,
+        "the panicking sweep step is counted"
+    );
+    // The unwind requeued the drained partition: every record is buffered again, none is in
+    // the store, and the panicking guard reported to the latch.
+    assert_eq!(
+        node.core.records().buffered_ids(&t),
+        frame_ids(a, 12),
+        "the drained records are back in the buffer"
+    );
+    assert!(ids_in_store(&store).await.is_empty());
+    assert!(!node.core.barrier().latch().capture().is_clear());
+    assert_eq!(marks(&node, "t").frontier, Lsn(0));
+
+    // The barrier loop answers, and its drain publishes what the sweep dropped.
+    let report = cut(&node).await;
+    assert!(report.published_records >= 12, "{report:?}");
+    assert_eq!(missing(&store, &frame_ids(a, 12)).await, vec![]);
+    assert_frontier_only_over_durable(&node, &store, "t", &[(a, 12)]).await;
+
+    // The sweep loop answers the next tick too, and publishes.
+    let b = ingest(&node, "t", &lines(7, 2)).await;
+    assert!(matches!(sweep(&node).await, TickResult::Done(())));
+    assert_eq!(missing(&store, &frame_ids(b, 7)).await, vec![]);
+
+    // A later healthy cut stamps the frontier over everything, only over durable data.
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&b.0), "{report:?}");
+    assert_eq!(marks(&node, "t").frontier, b);
+    assert_frontier_only_over_durable(&node, &store, "t", &[(a, 12), (b, 7)]).await;
+    assert!(node.core.barrier().latch().capture().is_clear());
+    node.shutdown().await.unwrap();
+}
+
+/// RFC0054.2 with C.2 and T.4: ten consecutive ticks — sweeps and cuts alternating, over two
+/// tenants — each hit a panicking record put, half of them after the store accepted the object
+/// (the ambiguous case). New frames keep arriving. No tick stamps a frontier over records that
+/// are not in the store; after the store heals, every record id is in the store at least once,
+/// the record objects exceed the clean ones by at most one per panic, and the ambiguous puts
+/// are counted.
+///
+/// Mutation check: in `recoverable::Drained`'s `Drop`, skip the record requeue and the ids
+/// of the first frames are missing at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), inline), &store).await;
+    let ambiguous_before = metric(&node, SINK_AMBIGUOUS_PUTS, &[("consumer", "records")]).await;
+
+    let mut frames: Vec<(&str, Lsn, usize)> = Vec::new();
+    let ticks = 10;
+    let mut accepted_then_panicked = 0;
+    for tick in 0..ticks {
+        for tenant in ["t1", "t2"] {
+            let n = 3 + tick % 4;
+            frames.push((tenant, ingest(&node, tenant, &lines(n, tick)).await, n));
+        }
+        let fault = if tick % 2 == 0 {
+            Fault::PanicBeforePut
+        } else {
+            accepted_then_panicked += 1;
+            Fault::PanicAfterPut
+        };
+        store.on_prefix("records/", fault, Some(1));
+        let panicked = if tick % 3 == 2 {
+            matches!(
+                bounded("cut", node.cadence.cut_now()).await,
+                Some(TickResult::Panicked)
+            )
+        } else {
+            matches!(sweep(&node).await, TickResult::Panicked)
+        };
+        assert!(panicked, "tick {tick} was meant to panic");
+        for tenant in ["t1", "t2"] {
+            let mine: Vec<(Lsn, usize)> = frames
+                .iter()
+                .filter(|(t, _, _)| *t == tenant)
+                .map(|(_, l, n)| (*l, *n))
+                .collect();
+            assert_frontier_only_over_durable(&node, &store, tenant, &mine).await;
+        }
+    }
+
+    // Healed: one sweep publishes what is buffered (one object per tenant), then cuts stamp.
+    let objects_before_heal = store.puts_ok_with_prefix("records/");
+    assert!(matches!(sweep(&node).await, TickResult::Done(())));
+    let clean_objects = store.puts_ok_with_prefix("records/") - objects_before_heal;
+    assert_eq!(clean_objects, 2, "one partition per tenant");
+    let report = cut(&node).await;
+    assert!(report.cut_ok, "{report:?}");
+
+    let have = ids_in_store(&store).await;
+    let want: Vec<RecordId> = frames
+        .iter()
+        .flat_map(|(_, lsn, n)| frame_ids(*lsn, *n))
+        .collect();
+    let lost: Vec<&RecordId> = want.iter().filter(|id| !have.contains_key(id)).collect();
+    assert!(lost.is_empty(), "records lost across panicking ticks: {lost:?}");
+    assert_eq!(
+        have.len(),
+        want.len(),
+        "only acknowledged ids are in the store"
+    );
+    // Each accepted-then-panicked put left one object behind; nothing else was duplicated.
+    assert!(
+        store.puts_ok_with_prefix("records/") <= clean_objects + accepted_then_panicked,
+        "at most one extra object per panic: {} objects, {} clean, {} ambiguous",
+        store.puts_ok_with_prefix("records/"),
+        clean_objects,
+        accepted_then_panicked
+    );
+    assert!(
+        metric(&node, SINK_AMBIGUOUS_PUTS, &[("consumer", "records")]).await
+            >= ambiguous_before + accepted_then_panicked as f64,
+        "every possibly duplicated put is counted"
+    );
+    for tenant in ["t1", "t2"] {
+        let last = frames.iter().filter(|(t, _, _)| *t == tenant).map(|f| f.1).max();
+        assert_eq!(Some(marks(&node, tenant).frontier), last, "{report:?}");
+    }
+    node.shutdown().await.unwrap();
+}
+
+/// C.3: a cut that panics — inside its `write_ordered` (between the audit write and the record
+/// publish), or after its drain was written but before it stamps, on a manual tick or on a
+/// rotation-captured one — reports `Panicked`, is counted, requeues what it had not
+/// published, and moves no frontier; the next tick cuts and stamps.
+///
+/// Mutation check: in `core::run_cut`, move the `node::cut::before_stamp` failpoint below the
+/// stamp (`wal.stamp`) and the frontier moves on the panicking cut.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            inline(a);
+            a.wal_segment_bytes = Some(4096);
+        }),
+        &store,
+    )
+    .await;
+    let t = Tenant::new("t");
+    let barrier_panics = || metric(&node, FLUSH_ERRORS, cadence_panics("barrier"));
+
+    // 1. Panic between the audit write and the record publish: the records are requeued.
+    let a = ingest(&node, "t", &lines(10, 1)).await;
+    let counted = barrier_panics().await;
+    fail::cfg("publisher::write_ordered::between", "1*panic->off").unwrap();
+    assert!(matches!(
+        node.cadence.cut_now().await,
+        Some(TickResult::Panicked)
+    ));
+    assert_eq!(barrier_panics().await, counted + 1.0);
+    assert_eq!(node.core.records().buffered_ids(&t), frame_ids(a, 10));
+    assert!(ids_in_store(&store).await.is_empty());
+    assert_eq!(marks(&node, "t").frontier, Lsn(0));
+
+    // 2. Panic after the drain was written, before the stamp: durable, but no frontier moves.
+    fail::cfg("node::cut::before_stamp", "1*panic->off").unwrap();
+    assert!(matches!(
+        node.cadence.cut_now().await,
+        Some(TickResult::Panicked)
+    ));
+    assert_eq!(missing(&store, &frame_ids(a, 10)).await, vec![]);
+    assert_eq!(marks(&node, "t").frontier, Lsn(0), "a panicking cut stamps nothing");
+
+    // 3. The next tick cuts and stamps.
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
+    assert_eq!(marks(&node, "t").frontier, a);
+
+    // 4. A rotation-captured cut panics the same way; the loop carries on and the next tick
+    //    stamps.
+    let counted = barrier_panics().await;
+    fail::cfg("node::cut::before_stamp", "1*panic->off").unwrap();
+    let rotations = node.core.wal().stats().rotations;
+    let mut frames = vec![(a, 10)];
+    while node.core.wal().stats().rotations == rotations {
+        frames.push((ingest(&node, "t", &lines(20, frames.len())).await, 20));
+    }
+    let rotated_at = marks(&node, "t").frontier;
+    // The loop's own rotation check runs the cut; wait for it to be counted.
+    let deadline = tokio::time::Instant::now() + HANG;
+    while barrier_panics().await < counted + 1.0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the rotation-captured cut never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        marks(&node, "t").frontier,
+        rotated_at,
+        "the panicking rotation cut moved no frontier"
+    );
+    let last = frames.last().unwrap().0;
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&last.0), "{report:?}");
+    assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+    node.shutdown().await.unwrap();
+}

@@ -1,0 +1,8 @@
+//! Acceptance tests of the serving node (RFC 0054 §5 and §9.7 legs owned by `node`, RFC 0056
+//! end to end, and the OTLP/HTTP round trip). One binary; failpoints are process-global, so
+//! every test holds a `fail::FailScenario` for its whole run, which also serialises them.
+
+mod cadence;
+mod latch;
+mod pool;
+mod support;

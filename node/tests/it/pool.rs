@@ -1,0 +1,181 @@
+//! The encode pool and `mine_batch_ordered` under panics (RFC 0054 §9.7 legs U.5, U.7, U.8).
+
+use std::sync::Arc;
+
+use ourios_node::TickResult;
+use ourios_node::metrics::{ENCODE_WORKER_RESPAWNS, INGEST_ENCODE_FALLBACK, MINE_PANICS};
+use ourios_sinks::testing::FaultyStore;
+
+use crate::support::*;
+
+/// U.5: an encode worker panics in its encode loop after the request was acknowledged — held
+/// at the failpoint with three of the frame's ten records appended and its batch guard
+/// outstanding. A cut that begins meanwhile waits in `quiesce_encodes` instead of reading the
+/// pool as idle; when the worker panics, its `RecoverableBatch` requeues the unappended
+/// remainder before the guard reports and decrements, so the cut's drain takes all ten records
+/// and its stamp is over durable data only; having drained them, it clears the latch the
+/// panic set. The respawn is counted.
+///
+/// Mutation check: in `pool::work`, build `Guarded::new(..)` from the guard and a batch that
+/// does not requeue (settle every lease `Dropped` in a `Drop` of its own), or drop `guard`
+/// before the batch: the cut stamps frame `a` with records missing from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let barrier = node.core.barrier();
+    let respawns = metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await;
+
+    let gate = Arc::new(PanicGate::arm("node::worker::encode", 3));
+    let a = ingest(&node, "t", &lines(10, 1)).await;
+    gate.reached().await;
+    assert_eq!(barrier.stats().encodes_outstanding, 1, "the worker holds the batch");
+
+    let cadence = node.cadence.clone();
+    let held = tokio::spawn(async move { cadence.cut_now().await });
+    wait_until("the cut began", || barrier.barrier_epoch() >= 1).await;
+    assert!(
+        !held.is_finished(),
+        "the cut cannot finish while the worker's batch is outstanding"
+    );
+    gate.release();
+    let report = match bounded("the cut", held).await.unwrap() {
+        Some(TickResult::Done(r)) => r,
+        other => panic!("the cut did not finish: {other:?}"),
+    };
+    assert_eq!(
+        missing(&store, &frame_ids(a, 10)).await,
+        vec![],
+        "the remainder was requeued before the cut drained"
+    );
+    assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
+    assert_frontier_only_over_durable(&node, &store, "t", &[(a, 10)]).await;
+    // The panic reported to the latch before the cut's capture (the cut was waiting for the
+    // batch), and the cut drained what it requeued: this cut clears it.
+    assert!(report.latch_cleared, "{report:?}");
+    assert!(barrier.latch().capture().is_clear());
+    assert_eq!(metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await, respawns + 1.0);
+    node.shutdown().await.unwrap();
+}
+
+/// U.7: a submit after an encode worker panicked is published, never dropped: frame `b` is
+/// queued while the worker is held mid-batch and frame `c` is acknowledged after the panic;
+/// the respawned worker appends both (no `buffer_only` fallback was needed), and the cut
+/// publishes all three frames and stamps the frontier only over them.
+///
+/// Mutation check: in `pool::supervise`, do not respawn on `by_panic` (count the worker as
+/// exited) and `b` and `c` stay queued: the cut never finishes (its quiesce waits on their
+/// guards) and the test fails on the hang bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_submit_after_worker_panic_is_published() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let barrier = node.core.barrier();
+    let fallback = metric(&node, INGEST_ENCODE_FALLBACK, &[]).await;
+
+    let gate = Arc::new(PanicGate::arm("node::worker::encode", 2));
+    let a = ingest(&node, "t", &lines(6, 1)).await;
+    gate.reached().await;
+    let b = ingest(&node, "t", &lines(5, 2)).await;
+    gate.release();
+    wait_until("the worker panicked", || {
+        !barrier.latch().capture().is_clear()
+    })
+    .await;
+    let c = ingest(&node, "t", &lines(4, 3)).await;
+
+    let frames = [(a, 6), (b, 5), (c, 4)];
+    let report = cut(&node).await;
+    for (lsn, n) in frames {
+        assert_eq!(
+            missing(&store, &frame_ids(lsn, n)).await,
+            vec![],
+            "frame {lsn:?}"
+        );
+    }
+    assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
+    assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+    assert_eq!(
+        metric(&node, INGEST_ENCODE_FALLBACK, &[]).await,
+        fallback,
+        "the respawned worker took them"
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// U.8: the miner panics on the fourth record of an eight-record frame, once with the encode
+/// pool and once inline (`encode_workers = 0`). The request is still acknowledged (200: the
+/// frame is durable), the mined prefix reaches the sink and is published by the next cut, the
+/// frame is held (`hold == Some(lsn)`) so no cut stamps the tenant's frontier at or past it
+/// while later frames publish. After a restart on the same data dir and store the whole frame
+/// is re-mined and every id of it (and of the later frame) is in the store.
+///
+/// Mutation check: in `core::mine_batch_ordered`, move the prefix `submit` below the
+/// `resume_unwind` (or drop `out` in the panic arm) and the pool branch's prefix is missing;
+/// remove the `self.wal.hold(..)` call and the cut stamps past the frame.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
+    let _scenario = fail::FailScenario::setup();
+    for workers in [1, 0] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FaultyStore::new();
+        let cfg = config(dir.path(), |a| a.encode_workers = Some(workers));
+        let node = start(cfg.clone(), &store).await;
+        let panics = metric(&node, MINE_PANICS, &[]).await;
+
+        let a = ingest(&node, "t", &lines(5, 1)).await;
+        assert_eq!(cut(&node).await.stamped.get("t"), Some(&a.0));
+
+        fail::cfg("node::mine::record", "3*off->1*panic->off").unwrap();
+        let (status, body) = post_logs(&node, "t", &request(&lines(8, 2))).await;
+        assert_eq!(status, 200, "workers={workers}: the durable frame is acknowledged: {body}");
+        let b = node.core.wal().stats().durable_lsn;
+        assert_eq!(marks(&node, "t").hold, Some(b), "workers={workers}");
+        assert_eq!(metric(&node, MINE_PANICS, &[]).await, panics + 1.0);
+
+        let c = ingest(&node, "t", &lines(4, 3)).await;
+        let report = cut(&node).await;
+        let have = ids_in_store(&store).await;
+        let prefix = frame_ids(b, 3);
+        assert!(
+            prefix.iter().all(|id| have.contains_key(id)),
+            "workers={workers}: the mined prefix reached the sink"
+        );
+        assert!(
+            frame_ids(b, 8)[3..].iter().all(|id| !have.contains_key(id)),
+            "workers={workers}: the unmined suffix exists only in the WAL"
+        );
+        assert_eq!(missing(&store, &frame_ids(c, 4)).await, vec![]);
+        let frontier = marks(&node, "t").frontier;
+        assert!(
+            frontier < b,
+            "workers={workers}: frontier {frontier:?} stamped at or past the held frame {b:?}: {report:?}"
+        );
+        assert_eq!(frontier, a, "workers={workers}: it stays just below the frame");
+
+        // Restart on the same data dir and store: the frame is re-mined whole.
+        let final_cut = node.shutdown().await.unwrap();
+        assert!(
+            final_cut.stamped.get("t").is_none_or(|x| *x < b.0),
+            "workers={workers}: the shutdown cut kept the hold: {final_cut:?}"
+        );
+        let node = start(cfg.clone(), &store).await;
+        assert!(node.recovery.mined >= 2, "{:?}", node.recovery);
+        assert_eq!(marks(&node, "t").hold, None, "holds are cleared by the restart");
+        let report = cut(&node).await;
+        for (lsn, n) in [(a, 5), (b, 8), (c, 4)] {
+            assert_eq!(
+                missing(&store, &frame_ids(lsn, n)).await,
+                vec![],
+                "workers={workers}: frame {lsn:?} after the restart"
+            );
+        }
+        assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
+        assert_frontier_only_over_durable(&node, &store, "t", &[(a, 5), (b, 8), (c, 4)]).await;
+        node.shutdown().await.unwrap();
+    }
+}

@@ -1,0 +1,383 @@
+//! The harness: a node on a temporary data dir over a `FaultyStore`, request builders, a tiny
+//! HTTP/1.1 client, store read-back by record id, a metrics scrape and a failpoint gate.
+//!
+//! Timers are set to an hour so only the ticks a test asks for run (`sweep_now` / `cut_now`),
+//! and the sweep publishes any partition (`partition_max_age_secs = 0`).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
+use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use ourios_node::{Config, CutReport, Node, NodeOptions, ServeArgs, TickResult};
+use ourios_sinks::RecordId;
+use ourios_sinks::testing::FaultyStore;
+use ourios_wal::{Lsn, Marks, TenantId};
+use prost::Message;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// A generous bound on any one wait: reaching it means a hang (a bug), never a slow machine.
+pub(crate) const HANG: Duration = Duration::from_secs(60);
+
+/// Event time of every generated record (2023-11-14T22:13:20Z): one partition per tenant.
+pub(crate) const TIME: u64 = 1_700_000_000_000_000_000;
+
+/// The settings every test starts from; `tweak` overrides some of them.
+pub(crate) fn config(dir: &Path, tweak: impl FnOnce(&mut ServeArgs)) -> Config {
+    let mut args = ServeArgs {
+        data_dir: Some(dir.to_path_buf()),
+        listen: Some("127.0.0.1:0".parse().expect("literal address")),
+        sweep_secs: Some(3600),
+        barrier_secs: Some(3600),
+        partition_max_age_secs: Some(0),
+        ..Default::default()
+    };
+    tweak(&mut args);
+    Config::resolve(&args).expect("test configuration is valid")
+}
+
+/// Starts a node on `config` over `store` (metrics installed, so `/metrics` can be scraped).
+pub(crate) async fn start(config: Config, store: &FaultyStore) -> Node {
+    Node::start(
+        config,
+        NodeOptions {
+            store: Some(store.as_dyn()),
+            clock: None,
+            install_metrics: true,
+        },
+    )
+    .await
+    .expect("node starts")
+}
+
+/// Inline mining and encoding (no pool): when `ingest` returns, the records are in the buffers.
+pub(crate) fn inline(args: &mut ServeArgs) {
+    args.encode_workers = Some(0);
+}
+
+/// One OTLP request carrying `bodies` in order, with a resource and a few attributes.
+pub(crate) fn request(bodies: &[String]) -> ExportLogsServiceRequest {
+    let string = |s: &str| AnyValue {
+        value: Some(any_value::Value::StringValue(s.to_owned())),
+    };
+    ExportLogsServiceRequest {
+        resource_logs: vec![ResourceLogs {
+            resource: Some(Resource {
+                attributes: vec![KeyValue {
+                    key: "service.name".into(),
+                    value: Some(string("checkout")),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            scope_logs: vec![ScopeLogs {
+                log_records: bodies
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| LogRecord {
+                        time_unix_nano: TIME + i as u64,
+                        observed_time_unix_nano: TIME + 1_000 + i as u64,
+                        severity_number: 9 + (i % 4) as i32 * 4,
+                        severity_text: ["INFO", "WARN", "ERROR", "FATAL"][i % 4].into(),
+                        body: Some(string(b)),
+                        attributes: vec![KeyValue {
+                            key: "attempt".into(),
+                            value: Some(AnyValue {
+                                value: Some(any_value::Value::IntValue(i as i64)),
+                            }),
+                            ..Default::default()
+                        }],
+                        trace_id: vec![i as u8; 16],
+                        span_id: vec![0xab; 8],
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }],
+    }
+}
+
+/// `n` log lines from a few templates with numeric parameters; `salt` varies the values.
+pub(crate) fn lines(n: usize, salt: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let v = salt * 1_000 + i;
+            match i % 3 {
+                0 => format!("user {v} logged in from 10.0.{}.{}", v % 7, v % 250),
+                1 => format!("request id={v} took {} ms", v * 3 % 997),
+                _ => format!("cache miss for key item-{v} after {} retries", v % 5),
+            }
+        })
+        .collect()
+}
+
+/// Ingests `bodies` for `tenant` through the core (validated request, WAL, mine): its lsn.
+pub(crate) async fn ingest(node: &Node, tenant: &str, bodies: &[String]) -> Lsn {
+    let req = request(bodies);
+    node.core
+        .ingest(tenant, req.encode_to_vec(), req)
+        .await
+        .expect("ingest is acknowledged")
+}
+
+/// The record ids of frame `lsn` with `n` records.
+pub(crate) fn frame_ids(lsn: Lsn, n: usize) -> Vec<RecordId> {
+    (0..n as u32)
+        .map(|index| RecordId { lsn: lsn.0, index })
+        .collect()
+}
+
+/// Every record id in the store, with how many rows carry it.
+pub(crate) async fn ids_in_store(store: &FaultyStore) -> BTreeMap<RecordId, usize> {
+    let mut out = BTreeMap::new();
+    for id in ourios_sinks::read_record_ids(store.inner(), "")
+        .await
+        .expect("the store reads back")
+    {
+        *out.entry(id).or_insert(0) += 1;
+    }
+    out
+}
+
+/// The ids of `want` that are not in the store.
+pub(crate) async fn missing(store: &FaultyStore, want: &[RecordId]) -> Vec<RecordId> {
+    let have = ids_in_store(store).await;
+    want.iter()
+        .filter(|id| !have.contains_key(id))
+        .copied()
+        .collect()
+}
+
+/// A tenant's WAL marks.
+pub(crate) fn marks(node: &Node, tenant: &str) -> Marks {
+    node.core
+        .wal()
+        .marks(&TenantId::new(tenant).expect("valid tenant"))
+}
+
+/// I4 checked against the store: every frame at or below the tenant's frontier whose ids the
+/// test knows has all of them in the store.
+pub(crate) async fn assert_frontier_only_over_durable(
+    node: &Node,
+    store: &FaultyStore,
+    tenant: &str,
+    frames: &[(Lsn, usize)],
+) {
+    let frontier = marks(node, tenant).frontier;
+    let have = ids_in_store(store).await;
+    for (lsn, n) in frames {
+        if *lsn <= frontier {
+            let lost: Vec<RecordId> = frame_ids(*lsn, *n)
+                .into_iter()
+                .filter(|id| !have.contains_key(id))
+                .collect();
+            assert!(
+                lost.is_empty(),
+                "tenant {tenant}: frontier {} passed frame {} whose records {lost:?} are not in the store",
+                frontier.0,
+                lsn.0
+            );
+        }
+    }
+}
+
+/// Awaits `f`, failing the test (instead of hanging) if it never finishes.
+pub(crate) async fn bounded<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(HANG, f)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not finish: a hang"))
+}
+
+/// One cut through the real barrier loop; panics if the tick panicked.
+pub(crate) async fn cut(node: &Node) -> CutReport {
+    match bounded("cut", node.cadence.cut_now()).await {
+        Some(TickResult::Done(report)) => report,
+        Some(TickResult::Panicked) => panic!("the cut panicked"),
+        None => panic!("the barrier loop has ended"),
+    }
+}
+
+/// One sweep through the real sweep loop.
+pub(crate) async fn sweep(node: &Node) -> TickResult<()> {
+    bounded("sweep", node.cadence.sweep_now())
+        .await
+        .expect("the sweep loop is running")
+}
+
+/// Waits (yielding, no sleep) until `cond` holds; `what` names it if it never does.
+pub(crate) async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    bounded(what, async {
+        while !cond() {
+            tokio::task::yield_now().await;
+            std::thread::yield_now();
+        }
+    })
+    .await;
+}
+
+/// A minimal HTTP/1.1 exchange (`Connection: close`): the status and the body.
+pub(crate) async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    bounded("http exchange", async {
+        let mut stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .expect("connect");
+        let mut head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write head");
+        stream.write_all(body).await.expect("write body");
+        let mut raw = Vec::new();
+        stream.read_to_end(&mut raw).await.expect("read response");
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = String::from_utf8_lossy(&raw[..split]).to_string();
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("a status line");
+        let mut body = raw[split + 4..].to_vec();
+        if head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked")
+        {
+            body = dechunk(&body);
+        }
+        (status, body)
+    })
+    .await
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = raw
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("chunk size line");
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..eol]).expect("ascii"), 16)
+            .expect("hex chunk size");
+        raw = &raw[eol + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[..size]);
+        raw = &raw[size + 2..];
+    }
+}
+
+/// POSTs an OTLP/HTTP protobuf request for `tenant`.
+pub(crate) async fn post_logs(
+    node: &Node,
+    tenant: &str,
+    req: &ExportLogsServiceRequest,
+) -> (u16, String) {
+    let (status, body) = http(
+        node.addr,
+        "POST",
+        "/v1/logs",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            (ourios_node::TENANT_HEADER, tenant),
+        ],
+        &req.encode_to_vec(),
+    )
+    .await;
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+/// The sum of a metric's samples whose labels include every `labels` pair, from `/metrics`
+/// (the recorder is process-wide: compare before and after).
+pub(crate) async fn metric(node: &Node, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let (status, body) = http(node.addr, "GET", "/metrics", &[], b"").await;
+    assert_eq!(status, 200, "metrics endpoint");
+    let text = String::from_utf8(body).expect("utf-8 metrics");
+    let prom = name.replace('.', "_");
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| {
+            let series = l.split(' ').next().unwrap_or("");
+            let base = series.split('{').next().unwrap_or("");
+            (base == prom || base == format!("{prom}_total"))
+                && labels
+                    .iter()
+                    .all(|(k, v)| series.contains(&format!("{k}=\"{v}\"")))
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A failpoint that holds the `nth` (0-based) evaluation until released, then panics; every
+/// other evaluation passes. Uses `fail::cfg_callback`, so it ends with the `FailScenario`.
+#[derive(Debug)]
+pub(crate) struct PanicGate {
+    reached: Mutex<mpsc::Receiver<()>>,
+    release: mpsc::Sender<()>,
+}
+
+impl PanicGate {
+    /// Arms `name`.
+    pub(crate) fn arm(name: &str, nth: usize) -> Self {
+        let (reached_tx, reached_rx) = mpsc::channel::<()>();
+        let (release_tx, release_rx) = mpsc::channel::<()>();
+        let calls = AtomicUsize::new(0);
+        let release_rx = Mutex::new(release_rx);
+        let reached_tx = Mutex::new(reached_tx);
+        let point = name.to_owned();
+        fail::cfg_callback(name, move || {
+            // Relaxed: a counter of calls on one failpoint; nothing else is read through it.
+            if calls.fetch_add(1, Ordering::Relaxed) != nth {
+                return;
+            }
+            let _ = reached_tx.lock().map(|tx| tx.send(()));
+            let _ = release_rx.lock().map(|rx| rx.recv());
+            panic!("{point}: panic injected by the test");
+        })
+        .expect("failpoint callback");
+        Self {
+            reached: Mutex::new(reached_rx),
+            release: release_tx,
+        }
+    }
+
+    /// Waits until the armed evaluation is held.
+    pub(crate) async fn reached(self: &Arc<Self>) {
+        let me = Arc::clone(self);
+        bounded(
+            "failpoint gate reached",
+            tokio::task::spawn_blocking(move || {
+                let _ = me.reached.lock().expect("gate lock").recv();
+            }),
+        )
+        .await
+        .expect("waiting for the gate");
+    }
+
+    /// Lets the held evaluation go on and panic.
+    pub(crate) fn release(&self) {
+        let _ = self.release.send(());
+    }
+}
