@@ -79,8 +79,8 @@ async fn rfc0054_2_sweep_survives_publish_panic_and_later_cut_publishes() {
 /// the record objects exceed the clean ones by at most one per panic, and the ambiguous puts
 /// are counted.
 ///
-/// Mutation check: in `recoverable::Drained`'s `Drop`, skip the record requeue and the ids
-/// of the first frames are missing at the end.
+/// Mutation check: make `recoverable::RecoverableBatch`'s `Drop` skip `requeue_unsettled`
+/// and the records of the panicking puts are never published: ids are missing at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
     let _scenario = fail::FailScenario::setup();
@@ -137,7 +137,10 @@ async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
         .flat_map(|(_, lsn, n)| frame_ids(*lsn, *n))
         .collect();
     let lost: Vec<&RecordId> = want.iter().filter(|id| !have.contains_key(id)).collect();
-    assert!(lost.is_empty(), "records lost across panicking ticks: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "records lost across panicking ticks: {lost:?}"
+    );
     assert_eq!(
         have.len(),
         want.len(),
@@ -157,7 +160,11 @@ async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
         "every possibly duplicated put is counted"
     );
     for tenant in ["t1", "t2"] {
-        let last = frames.iter().filter(|(t, _, _)| *t == tenant).map(|f| f.1).max();
+        let last = frames
+            .iter()
+            .filter(|(t, _, _)| *t == tenant)
+            .map(|f| f.1)
+            .max();
         assert_eq!(Some(marks(&node, tenant).frontier), last, "{report:?}");
     }
     node.shutdown().await.unwrap();
@@ -206,7 +213,11 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
         Some(TickResult::Panicked)
     ));
     assert_eq!(missing(&store, &frame_ids(a, 10)).await, vec![]);
-    assert_eq!(marks(&node, "t").frontier, Lsn(0), "a panicking cut stamps nothing");
+    assert_eq!(
+        marks(&node, "t").frontier,
+        Lsn(0),
+        "a panicking cut stamps nothing"
+    );
 
     // 3. The next tick cuts and stamps.
     let report = cut(&node).await;

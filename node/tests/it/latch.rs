@@ -14,9 +14,9 @@ use crate::support::*;
 /// the latch is set), its drain takes the requeued record first, it stamps the tenant's
 /// frontier over the whole frame, and it clears the latch — no restart.
 ///
-/// Mutation check: in `core::run_cut`, return early when
-/// `!self.barrier.latch().capture().is_clear()` (RFC 0052's old pre-cut skip) and the cut
-/// neither publishes the requeued record nor stamps.
+/// Mutation check: in `core::run_cut`, remove step 0 (the verdict taken before the capture)
+/// and the cut's `all_ok` blames the panic that settled before it: it neither stamps nor
+/// clears. Returning early while the latch is set (RFC 0052's old pre-cut skip) fails too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_4_cut_clears_latch_after_recovered_publish_panic() {
     let _scenario = fail::FailScenario::setup();
@@ -41,7 +41,11 @@ async fn rfc0054_4_cut_clears_latch_after_recovered_publish_panic() {
     })
     .await;
     let latched = barrier.latch().capture();
-    assert_eq!(latched.failed_epoch(), Some(0), "the publish panic set the latch");
+    assert_eq!(
+        latched.failed_epoch(),
+        Some(0),
+        "the publish panic set the latch"
+    );
     assert_eq!(barrier.stats().publishes_panicked, 1);
     assert_eq!(
         node.core.records().buffered_ids(&Tenant::new("t")).len(),

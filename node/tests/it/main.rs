@@ -2,7 +2,10 @@
 //! end to end, and the OTLP/HTTP round trip). One binary; failpoints are process-global, so
 //! every test holds a `fail::FailScenario` for its whole run, which also serialises them.
 
+mod barrier;
 mod cadence;
+mod e2e;
 mod latch;
 mod pool;
 mod support;
+mod terminal;

@@ -1,7 +1,5 @@
 //! The encode pool and `mine_batch_ordered` under panics (RFC 0054 §9.7 legs U.5, U.7, U.8).
 
-use std::sync::Arc;
-
 use ourios_node::TickResult;
 use ourios_node::metrics::{ENCODE_WORKER_RESPAWNS, INGEST_ENCODE_FALLBACK, MINE_PANICS};
 use ourios_sinks::testing::FaultyStore;
@@ -16,9 +14,8 @@ use crate::support::*;
 /// and its stamp is over durable data only; having drained them, it clears the latch the
 /// panic set. The respawn is counted.
 ///
-/// Mutation check: in `pool::work`, build `Guarded::new(..)` from the guard and a batch that
-/// does not requeue (settle every lease `Dropped` in a `Drop` of its own), or drop `guard`
-/// before the batch: the cut stamps frame `a` with records missing from the store.
+/// Mutation check: make `pool::BufferOnly::requeue` drop its items instead of calling
+/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let _scenario = fail::FailScenario::setup();
@@ -28,10 +25,14 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let barrier = node.core.barrier();
     let respawns = metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await;
 
-    let gate = Arc::new(PanicGate::arm("node::worker::encode", 3));
+    let gate = FailGate::panic_at("node::worker::encode", 3);
     let a = ingest(&node, "t", &lines(10, 1)).await;
     gate.reached().await;
-    assert_eq!(barrier.stats().encodes_outstanding, 1, "the worker holds the batch");
+    assert_eq!(
+        barrier.stats().encodes_outstanding,
+        1,
+        "the worker holds the batch"
+    );
 
     let cadence = node.cadence.clone();
     let held = tokio::spawn(async move { cadence.cut_now().await });
@@ -56,7 +57,10 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     // batch), and the cut drained what it requeued: this cut clears it.
     assert!(report.latch_cleared, "{report:?}");
     assert!(barrier.latch().capture().is_clear());
-    assert_eq!(metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await, respawns + 1.0);
+    assert_eq!(
+        metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await,
+        respawns + 1.0
+    );
     node.shutdown().await.unwrap();
 }
 
@@ -65,9 +69,8 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
 /// the respawned worker appends both (no `buffer_only` fallback was needed), and the cut
 /// publishes all three frames and stamps the frontier only over them.
 ///
-/// Mutation check: in `pool::supervise`, do not respawn on `by_panic` (count the worker as
-/// exited) and `b` and `c` stay queued: the cut never finishes (its quiesce waits on their
-/// guards) and the test fails on the hang bound.
+/// Mutation check: in `pool::supervise`, treat an exit by panic like a normal one (no respawn)
+/// and the pool disconnects: `c` goes through the `buffer_only` fallback, which is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_submit_after_worker_panic_is_published() {
     let _scenario = fail::FailScenario::setup();
@@ -77,7 +80,7 @@ async fn rfc0054_submit_after_worker_panic_is_published() {
     let barrier = node.core.barrier();
     let fallback = metric(&node, INGEST_ENCODE_FALLBACK, &[]).await;
 
-    let gate = Arc::new(PanicGate::arm("node::worker::encode", 2));
+    let gate = FailGate::panic_at("node::worker::encode", 2);
     let a = ingest(&node, "t", &lines(6, 1)).await;
     gate.reached().await;
     let b = ingest(&node, "t", &lines(5, 2)).await;
@@ -132,7 +135,10 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
 
         fail::cfg("node::mine::record", "3*off->1*panic->off").unwrap();
         let (status, body) = post_logs(&node, "t", &request(&lines(8, 2))).await;
-        assert_eq!(status, 200, "workers={workers}: the durable frame is acknowledged: {body}");
+        assert_eq!(
+            status, 200,
+            "workers={workers}: the durable frame is acknowledged: {body}"
+        );
         let b = node.core.wal().stats().durable_lsn;
         assert_eq!(marks(&node, "t").hold, Some(b), "workers={workers}");
         assert_eq!(metric(&node, MINE_PANICS, &[]).await, panics + 1.0);
@@ -155,7 +161,10 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
             frontier < b,
             "workers={workers}: frontier {frontier:?} stamped at or past the held frame {b:?}: {report:?}"
         );
-        assert_eq!(frontier, a, "workers={workers}: it stays just below the frame");
+        assert_eq!(
+            frontier, a,
+            "workers={workers}: it stays just below the frame"
+        );
 
         // Restart on the same data dir and store: the frame is re-mined whole.
         let final_cut = node.shutdown().await.unwrap();
@@ -165,7 +174,11 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
         );
         let node = start(cfg.clone(), &store).await;
         assert!(node.recovery.mined >= 2, "{:?}", node.recovery);
-        assert_eq!(marks(&node, "t").hold, None, "holds are cleared by the restart");
+        assert_eq!(
+            marks(&node, "t").hold,
+            None,
+            "holds are cleared by the restart"
+        );
         let report = cut(&node).await;
         for (lsn, n) in [(a, 5), (b, 8), (c, 4)] {
             assert_eq!(

@@ -330,17 +330,27 @@ pub(crate) async fn metric(node: &Node, name: &str, labels: &[(&str, &str)]) -> 
         .sum()
 }
 
-/// A failpoint that holds the `nth` (0-based) evaluation until released, then panics; every
-/// other evaluation passes. Uses `fail::cfg_callback`, so it ends with the `FailScenario`.
+/// A failpoint gate: the `nth` (0-based) evaluation is held until released, then panics or
+/// passes; every other evaluation passes. Uses `fail::cfg_callback`, so it ends with the
+/// `FailScenario`.
 #[derive(Debug)]
-pub(crate) struct PanicGate {
+pub(crate) struct FailGate {
     reached: Mutex<mpsc::Receiver<()>>,
     release: mpsc::Sender<()>,
 }
 
-impl PanicGate {
-    /// Arms `name`.
-    pub(crate) fn arm(name: &str, nth: usize) -> Self {
+impl FailGate {
+    /// Arms `name`: the held evaluation panics when released.
+    pub(crate) fn panic_at(name: &str, nth: usize) -> Arc<Self> {
+        Self::arm(name, nth, true)
+    }
+
+    /// Arms `name`: the held evaluation passes when released.
+    pub(crate) fn hold_at(name: &str, nth: usize) -> Arc<Self> {
+        Self::arm(name, nth, false)
+    }
+
+    fn arm(name: &str, nth: usize, then_panic: bool) -> Arc<Self> {
         let (reached_tx, reached_rx) = mpsc::channel::<()>();
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let calls = AtomicUsize::new(0);
@@ -354,13 +364,15 @@ impl PanicGate {
             }
             let _ = reached_tx.lock().map(|tx| tx.send(()));
             let _ = release_rx.lock().map(|rx| rx.recv());
-            panic!("{point}: panic injected by the test");
+            if then_panic {
+                panic!("{point}: panic injected by the test");
+            }
         })
         .expect("failpoint callback");
-        Self {
+        Arc::new(Self {
             reached: Mutex::new(reached_rx),
             release: release_tx,
-        }
+        })
     }
 
     /// Waits until the armed evaluation is held.
@@ -376,8 +388,85 @@ impl PanicGate {
         .expect("waiting for the gate");
     }
 
-    /// Lets the held evaluation go on and panic.
+    /// Lets the held evaluation go on.
     pub(crate) fn release(&self) {
         let _ = self.release.send(());
     }
+}
+
+/// Every record in the store keyed by (tenant, id), with its body rebuilt from the audit
+/// events in the store: the newest template version of its template id at or below its
+/// `template_version`, reconstructed from its params (or its kept `body`). Panics if a record
+/// has no template event in the store (I3) or two copies of a record disagree.
+pub(crate) async fn records_with_bodies(
+    store: &FaultyStore,
+) -> BTreeMap<(String, RecordId), (ourios_sinks::LogRecord, String)> {
+    let mut templates: BTreeMap<(String, u64), BTreeMap<u32, String>> = BTreeMap::new();
+    for (_, event) in ourios_sinks::read_audit_events(store.inner(), "")
+        .await
+        .expect("audit events read back")
+    {
+        let tenant = event.tenant.as_str().to_owned();
+        match event.kind {
+            ourios_sinks::AuditKind::TemplateCreated {
+                template_id,
+                version,
+                template,
+            } => {
+                templates
+                    .entry((tenant, template_id))
+                    .or_default()
+                    .insert(version, template);
+            }
+            ourios_sinks::AuditKind::TemplateWidened {
+                template_id,
+                new_version,
+                new_template,
+                ..
+            } => {
+                templates
+                    .entry((tenant, template_id))
+                    .or_default()
+                    .insert(new_version, new_template);
+            }
+            ourios_sinks::AuditKind::RecordQuarantined { .. } => {}
+        }
+    }
+    let mut out = BTreeMap::new();
+    for record in ourios_sinks::read_records(store.inner(), "")
+        .await
+        .expect("records read back")
+    {
+        let tenant = record.tenant.as_str().to_owned();
+        let versions = templates
+            .get(&(tenant.clone(), record.template_id))
+            .unwrap_or_else(|| {
+                panic!(
+                    "record {:?} of {tenant}: no event for template {} in the store",
+                    record.id, record.template_id
+                )
+            });
+        let (_, text) = versions
+            .range(..=record.template_version)
+            .next_back()
+            .unwrap_or_else(|| {
+                panic!(
+                    "record {:?}: no version <= {} of template {}",
+                    record.id, record.template_version, record.template_id
+                )
+            });
+        let body = match &record.body {
+            Some(body) => body.clone(),
+            None => ourios_miner::Template::parse(text)
+                .expect("the event's template parses")
+                .reconstruct(&record.params)
+                .expect("the record's params fit its template"),
+        };
+        let key = (tenant, record.id);
+        if let Some((_, seen)) = out.get(&key) {
+            assert_eq!(seen, &body, "two copies of {key:?} disagree");
+        }
+        out.insert(key, (record, body));
+    }
+    out
 }
