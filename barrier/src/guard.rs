@@ -11,6 +11,7 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
+use std::sync::PoisonError;
 
 use crate::barrier::{Settlement, Shared};
 use crate::sync::{Arc, Mutex, lock, panicking};
@@ -122,7 +123,12 @@ impl Drop for BatchGuard {
             // epoch is at most LAST_EPOCH. A sticky result is visible in the word.
             let _ = self.shared.latch.report(self.epoch);
         }
-        let completion = lock(&self.completion).take();
+        // `&mut self`: no other reference can hold the slot's lock, so take without locking.
+        let completion = self
+            .completion
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         if let Some(completion) = completion {
             completion.end_encode();
         }

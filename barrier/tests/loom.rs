@@ -259,7 +259,10 @@ fn loom_epoch_reset_gate_orders_new_work_after_the_reset() {
         old_holder.join().unwrap();
         assert!(tag == LAST_EPOCH || tag == 0, "tag {tag}");
         if tag == LAST_EPOCH {
-            assert!(newcomer_ended_at_quiesce, "the reset cut did not wait for a batch it covers");
+            assert!(
+                newcomer_ended_at_quiesce,
+                "the reset cut did not wait for a batch it covers"
+            );
         }
         let stats = barrier.stats();
         assert_eq!((stats.barrier_epoch, stats.epoch_resets), (0, 1));
