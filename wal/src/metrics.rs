@@ -30,8 +30,8 @@ pub const TENANT_FRONTIER_LAG: &str = "ourios.wal.tenant_frontier_lag";
 /// Gauge per tenant (label `tenant`): the frame lsn the tenant's frontier is held below
 /// (0 when there is no hold).
 pub const TENANT_HOLD: &str = "ourios.wal.tenant_hold";
-/// Counter per tenant (label `tenant`): snapshot files found corrupt, missing their frames or
-/// ahead of the frontier on open, and therefore ignored (the tenant replays in full).
+/// Counter per tenant (label `tenant`): snapshot files found corrupt or ahead of the frontier on
+/// open, and therefore ignored (the tenant replays in full).
 pub const SNAPSHOTS_DISCARDED: &str = "ourios.wal.snapshots_discarded";
 /// Label key for the tenant of a per-tenant series.
 pub const LABEL_TENANT: &str = "tenant";

@@ -232,18 +232,15 @@ impl Progress {
     }
 }
 
-/// Looks a tenant up without cloning its id unless it is new.
-trait EntryRef {
-    fn entry_ref(&mut self, tenant: &TenantId) -> &mut Progress;
-}
-
-impl EntryRef for HashMap<TenantId, Progress> {
-    fn entry_ref(&mut self, tenant: &TenantId) -> &mut Progress {
-        if !self.contains_key(tenant) {
-            self.insert(tenant.clone(), Progress::default());
-        }
-        self.get_mut(tenant).expect("inserted above")
+/// A tenant's progress entry, cloning its id only when it is new.
+fn progress_of<'a>(
+    map: &'a mut HashMap<TenantId, Progress>,
+    tenant: &TenantId,
+) -> &'a mut Progress {
+    if !map.contains_key(tenant) {
+        map.insert(tenant.clone(), Progress::default());
     }
+    map.get_mut(tenant).expect("inserted above")
 }
 
 /// State shared by appenders; held only for short, non-blocking sections.
@@ -374,7 +371,17 @@ impl Wal {
         for d in [&segment_dir, &tenant_dir] {
             io.create_dir_all(d).map_err(open_err("creating", d))?;
         }
-        io.sync_dir(&dir).map_err(open_err("syncing", &dir))?;
+        // Make the directories themselves durable (a fresh WAL directory's entry lives in its
+        // parent).
+        for d in [
+            Some(dir.as_path()),
+            dir.parent().filter(|p| !p.as_os_str().is_empty()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            io.sync_dir(d).map_err(open_err("syncing", d))?;
+        }
         let dir_lock = io.lock_dir(&dir).map_err(|source| {
             if source.kind() == std::io::ErrorKind::WouldBlock {
                 OpenError::Locked { dir: dir.clone() }
@@ -582,7 +589,7 @@ impl Wal {
                 state.bytes += bytes;
                 // Newest first, so each tenant's first hit is its highest lsn in the batch.
                 for (lsn, tenant) in batch.frames.iter().rev() {
-                    let p = state.progress.entry_ref(tenant);
+                    let p = progress_of(&mut state.progress, tenant);
                     if p.newest < *lsn {
                         p.newest = *lsn;
                         lags.push((tenant.clone(), p.lag()));
@@ -887,7 +894,7 @@ impl Wal {
             let mut state = lock(&self.commit);
             let mut lags = Vec::with_capacity(frontier_writes.len());
             for &(tenant, lsn) in &frontier_writes {
-                let p = state.progress.entry(tenant.clone()).or_default();
+                let p = progress_of(&mut state.progress, tenant);
                 p.frontier = lsn;
                 lags.push((tenant, p.lag()));
             }
@@ -1038,7 +1045,8 @@ impl Wal {
         &*self.io
     }
 
-    /// Paths of the segment files, oldest first (sealed, then the active one).
+    /// Paths of the segment files, oldest first (sealed, then the active one). Waits for a
+    /// commit in progress.
     pub fn segment_paths(&self) -> Vec<PathBuf> {
         let log = lock(&self.log);
         log.sealed
