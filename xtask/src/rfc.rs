@@ -45,7 +45,10 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Vec<Row>> {
             continue;
         }
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        if cells.iter().all(|c| c.chars().all(|ch| ch == '-' || ch == ':')) {
+        if cells
+            .iter()
+            .all(|c| c.chars().all(|ch| ch == '-' || ch == ':'))
+        {
             continue; // the |---|---| separator
         }
         let Some((id_col, crate_col, test_col)) = columns else {
@@ -88,7 +91,12 @@ pub(crate) fn parse(text: &str, file: &str) -> Result<Vec<Row>> {
         if !tests.is_empty() && krate.is_empty() {
             bail!("{file}:{}: row {id} names tests but no crate", n + 1);
         }
-        rows.push(Row { id, krate, loom, tests });
+        rows.push(Row {
+            id,
+            krate,
+            loom,
+            tests,
+        });
     }
     Ok(rows)
 }
@@ -106,14 +114,20 @@ pub(crate) fn run(root: &Path, number: &str, strict: bool) -> Result<()> {
     let text = std::fs::read_to_string(&path)?;
     let rows = parse(&text, &path.display().to_string())?;
     if rows.is_empty() {
-        bail!("{} has no criterion table (columns id, crate, test)", path.display());
+        bail!(
+            "{} has no criterion table (columns id, crate, test)",
+            path.display()
+        );
     }
 
     // One cargo invocation per (crate, loom) with every named test as a filter.
     let mut groups: BTreeMap<(String, bool), Vec<String>> = BTreeMap::new();
     for row in &rows {
         for t in &row.tests {
-            groups.entry((row.krate.clone(), row.loom)).or_default().push(t.clone());
+            groups
+                .entry((row.krate.clone(), row.loom))
+                .or_default()
+                .push(t.clone());
         }
     }
     let mut results: BTreeMap<(String, bool, String), Outcome> = BTreeMap::new();
@@ -126,7 +140,10 @@ pub(crate) fn run(root: &Path, number: &str, strict: bool) -> Result<()> {
     }
 
     let (mut pass, mut fail, mut missing) = (0, 0, 0);
-    println!("\nRFC {number} ({})", path.file_name().unwrap().to_string_lossy());
+    println!(
+        "\nRFC {number} ({})",
+        path.file_name().unwrap().to_string_lossy()
+    );
     println!("{:<14} {:<70} result", "id", "test");
     for row in &rows {
         if row.tests.is_empty() {
@@ -135,7 +152,11 @@ pub(crate) fn run(root: &Path, number: &str, strict: bool) -> Result<()> {
             continue;
         }
         for t in &row.tests {
-            let label = if row.loom { format!("{}/loom::{t}", row.krate) } else { format!("{}::{t}", row.krate) };
+            let label = if row.loom {
+                format!("{}/loom::{t}", row.krate)
+            } else {
+                format!("{}::{t}", row.krate)
+            };
             let outcome = results[&(row.krate.clone(), row.loom, t.clone())];
             let word = match outcome {
                 Outcome::Pass => {
@@ -180,8 +201,15 @@ fn run_group(krate: &str, loom: bool, tests: &[String]) -> Result<BTreeMap<Strin
     } else {
         cmd.arg("--no-fail-fast");
     }
-    cmd.arg("--").args(tests).stdout(Stdio::piped()).stderr(Stdio::inherit());
-    eprintln!("$ cargo test -p {package}{} -- {}", if loom { " (loom)" } else { "" }, tests.join(" "));
+    cmd.arg("--")
+        .args(tests)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    eprintln!(
+        "$ cargo test -p {package}{} -- {}",
+        if loom { " (loom)" } else { "" },
+        tests.join(" ")
+    );
     let output = cmd.output().context("could not run cargo test")?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     let found = parse_libtest(&stdout, tests);
@@ -194,8 +222,12 @@ fn run_group(krate: &str, loom: bool, tests: &[String]) -> Result<BTreeMap<Strin
 fn parse_libtest(stdout: &str, wanted: &[String]) -> BTreeMap<String, Outcome> {
     let mut found: BTreeMap<String, Outcome> = BTreeMap::new();
     for line in stdout.lines() {
-        let Some(rest) = line.strip_prefix("test ") else { continue };
-        let Some((path, result)) = rest.rsplit_once(" ... ") else { continue };
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        let Some((path, result)) = rest.rsplit_once(" ... ") else {
+            continue;
+        };
         let name = path.rsplit("::").next().unwrap_or(path).trim();
         if !wanted.iter().any(|w| w == name) {
             continue;

@@ -5,14 +5,24 @@ use std::path::{Path, PathBuf};
 
 use crate::rfc;
 
-const CRATES: &[&str] = &["wal", "miner", "sinks", "barrier", "publisher", "recoverable", "node"];
+const CRATES: &[&str] = &[
+    "wal",
+    "miner",
+    "sinks",
+    "barrier",
+    "publisher",
+    "recoverable",
+    "node",
+];
 
 fn root() -> PathBuf {
     crate::project_root()
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         if path.is_dir() {
@@ -33,7 +43,11 @@ fn tidy_every_crate_has_a_contract_doc() {
         let lib = root().join(krate).join("src/lib.rs");
         let text = std::fs::read_to_string(&lib).unwrap_or_default();
         let doc_lines = text.lines().take_while(|l| l.starts_with("//!")).count();
-        assert!(doc_lines >= 3, "{} must open with a contract doc (//!), found {doc_lines} lines", lib.display());
+        assert!(
+            doc_lines >= 3,
+            "{} must open with a contract doc (//!), found {doc_lines} lines",
+            lib.display()
+        );
     }
 }
 
@@ -58,12 +72,18 @@ fn tidy_rfc_tables_parse_and_name_existing_tests() {
         let path = rfc::rfc_file(&root(), number).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let rows = rfc::parse(&text, &path.display().to_string()).unwrap();
-        assert!(!rows.is_empty(), "{} has no criterion table", path.display());
+        assert!(
+            !rows.is_empty(),
+            "{} has no criterion table",
+            path.display()
+        );
         for row in rows {
             let mut files = Vec::new();
             rust_files(&root().join(&row.krate), &mut files);
-            let sources: Vec<String> =
-                files.iter().map(|f| std::fs::read_to_string(f).unwrap_or_default()).collect();
+            let sources: Vec<String> = files
+                .iter()
+                .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+                .collect();
             for test in &row.tests {
                 let needle = format!("fn {test}(");
                 assert!(
@@ -89,7 +109,11 @@ fn tidy_no_ignored_tests() {
     let attr = concat!("#[", "ignore");
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap_or_default();
-        assert!(!text.contains(attr), "{} hides a test with {attr}]", f.display());
+        assert!(
+            !text.contains(attr),
+            "{} hides a test with {attr}]",
+            f.display()
+        );
     }
 }
 
@@ -103,8 +127,16 @@ fn tidy_every_metric_is_in_the_readme() {
         let Ok(text) = std::fs::read_to_string(root().join(krate).join("src/metrics.rs")) else {
             continue;
         };
-        for name in text.split('"').skip(1).step_by(2).filter(|s| s.starts_with("ourios.")) {
-            assert!(readme.contains(&format!("`{name}`")), "metric `{name}` ({krate}) is missing from README.md");
+        for name in text
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .filter(|s| s.starts_with("ourios."))
+        {
+            assert!(
+                readme.contains(&format!("`{name}`")),
+                "metric `{name}` ({krate}) is missing from README.md"
+            );
         }
     }
 }
