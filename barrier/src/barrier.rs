@@ -302,6 +302,11 @@ impl Shared {
         // the notify, and fast-path enterers need only the value.
         self.encode
             .store(EncodeWord::new(0, false, 0).0, Ordering::Relaxed);
+        // The latch is left alone. RFC 0054 §9.6 allows clearing it here, but the resetting cut
+        // clears it like any cut — by CAS from its captured word, and only if it stamped — so a
+        // failure it did not drain survives the reset. Its epoch half keeps the pre-reset number:
+        // nothing compares it with `barrier_epoch` any more (RFC 0054 retired the timer's
+        // `failed_epoch <= barrier_epoch` skip) and the clear compares whole words.
         // Failures no verdict consumed (the resetting cut was dropped before its
         // quiesce_publishes) are re-tagged to epoch 0, so the first cut after the reset is
         // blamed for them: fail closed rather than forget.
@@ -443,6 +448,11 @@ impl Barrier {
     ///
     /// The cut never skips because the latch is set (RFC 0054 §3): the verdict and the clear
     /// against [`Cut::latch_word`] decide.
+    ///
+    /// If an earlier resetting cut is still open, this lets its reset run as soon as no guard
+    /// is outstanding, waits for it, and then begins at epoch 0 (the earlier cut's verdict is
+    /// then stale and never ok). New work waits at the gate meanwhile, so finish or drop a
+    /// resetting cut promptly.
     pub fn begin_cut(&self) -> Cut {
         let shared = &self.shared;
         let mut state = shared.state();
@@ -459,6 +469,7 @@ impl Barrier {
                     reset.armed = true;
                 }
                 shared.try_reset(&mut state);
+                // Relaxed: still under the state mutex, which orders the gate bit.
                 if EncodeWord(shared.encode.load(Ordering::Relaxed)).gated() {
                     state = wait(&shared.changed, state);
                 }
@@ -667,8 +678,10 @@ impl Verdict {
         self.epoch
     }
 
-    /// True iff no publish tagged <= `epoch` failed or panicked. False (fail closed) for an
-    /// epoch above the verdict's own, which it cannot vouch for, and for a stale verdict.
+    /// True iff none of the failures this verdict consumed (every failed or panicked publish
+    /// tagged <= its epoch that no earlier verdict consumed) is tagged <= `epoch`. False (fail
+    /// closed) for an epoch above the verdict's own, which it cannot vouch for, and for a stale
+    /// verdict. A cut asks `all_ok(cut.epoch())` (RFC 0052's `prior_ok`).
     #[must_use]
     pub fn all_ok(&self, epoch: u32) -> bool {
         !self.stale && epoch <= self.epoch && self.lowest_failed_epoch.is_none_or(|f| f > epoch)

@@ -11,10 +11,9 @@
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
-use std::sync::PoisonError;
 
 use crate::barrier::{Settlement, Shared};
-use crate::sync::{Arc, Mutex, lock, panicking};
+use crate::sync::{Arc, Mutex, get_mut, lock, panicking};
 
 /// How one publish ended. Only [`Durable`](Self::Durable) and [`Dropped`](Self::Dropped) are ok
 /// for the verdict.
@@ -124,11 +123,7 @@ impl Drop for BatchGuard {
             let _ = self.shared.latch.report(self.epoch);
         }
         // `&mut self`: no other reference can hold the slot's lock, so take without locking.
-        let completion = self
-            .completion
-            .get_mut()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
+        let completion = get_mut(&mut self.completion).take();
         if let Some(completion) = completion {
             completion.end_encode();
         }

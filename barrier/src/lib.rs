@@ -22,7 +22,9 @@
 //! Deliberately not known here: what is published, WAL positions, stamps, snapshots. Ordering
 //! a WAL position against the tags is the caller's: take the capture and
 //! [`Barrier::begin_cut`] under the same lock as mining-then-[`Barrier::enter_encode`]. The
-//! latch is never persisted, so a restart (a new [`Barrier`]) always starts clear.
+//! latch is never persisted, so a restart (a new [`Barrier`]) always starts clear. Every guard
+//! settles in its `Drop`, so no quiesce waits on a guard nobody owns; `mem::forget` on a guard is
+//! the one way to make a quiesce wait forever.
 
 mod barrier;
 mod error;

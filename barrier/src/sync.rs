@@ -22,6 +22,12 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The data of a mutex reached through `&mut` (no other reference exists, so no lock is
+/// taken), recovering a poisoned one for the same reason as [`lock`].
+pub(crate) fn get_mut<T>(mutex: &mut Mutex<T>) -> &mut T {
+    mutex.get_mut().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Waits on `condvar`, recovering a poisoned lock for the same reason as [`lock`].
 pub(crate) fn wait<'a, T>(condvar: &Condvar, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     condvar.wait(guard).unwrap_or_else(PoisonError::into_inner)
