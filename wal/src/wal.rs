@@ -253,6 +253,10 @@ struct CommitState {
     spare: Batch,
     /// A thread is writing and syncing a batch.
     leader_active: bool,
+    /// Batches taken by leaders so far; the one in flight (if any) is number `taken`.
+    taken: u64,
+    /// Last lsn of the newest batch taken.
+    taken_last: Lsn,
     /// Highest lsn covered by a successful sync.
     durable: Lsn,
     /// Set once by the first failed write/sync/rotation; the WAL is read-only after.
@@ -298,7 +302,9 @@ pub struct Wal {
     segment_dir: PathBuf,
     tenant_dir: PathBuf,
     commit: Mutex<CommitState>,
-    committed: Condvar,
+    /// Waiters of batch `n` sleep on `committed[n % 2]`: a finished batch wakes all of its own
+    /// waiters and one waiter of the next batch (to lead it), not every appender.
+    committed: [Condvar; 2],
     log: Mutex<LogState>,
     marks: Mutex<HashMap<TenantId, Marks>>,
     _lock: Box<dyn fmt::Debug + Send + Sync>,
@@ -475,6 +481,8 @@ impl Wal {
                 batch: Batch::default(),
                 spare: Batch::default(),
                 leader_active: false,
+                taken: 0,
+                taken_last: Lsn(next_lsn - 1),
                 durable: Lsn(next_lsn - 1),
                 failure: None,
                 progress,
@@ -484,7 +492,7 @@ impl Wal {
                 segments: report.segments,
                 rotations: 0,
             }),
-            committed: Condvar::new(),
+            committed: [Condvar::new(), Condvar::new()],
             log: Mutex::new(LogState {
                 active,
                 sealed,
@@ -556,14 +564,22 @@ impl Wal {
             }
             if !state.leader_active && !state.batch.frames.is_empty() {
                 state.leader_active = true;
+                state.taken += 1;
                 let spare = mem::take(&mut state.spare);
                 let batch = mem::replace(&mut state.batch, spare);
+                state.taken_last = batch.range().1;
                 drop(state);
                 self.lead(batch);
                 state = lock(&self.commit);
                 continue;
             }
-            state = wait(&self.committed, state);
+            // My frame is in the batch in flight, or queued for the next one.
+            let mine = if lsn <= state.taken_last {
+                state.taken
+            } else {
+                state.taken + 1
+            };
+            state = wait(&self.committed[(mine % 2) as usize], state);
         }
     }
 
@@ -599,13 +615,20 @@ impl Wal {
             Err(failure) => state.failure = Some(failure),
         }
         state.leader_active = false;
+        let this = (state.taken % 2) as usize;
         batch.clear();
         if state.spare.bytes.capacity() < batch.bytes.capacity() {
             state.spare = batch;
         }
         drop(state);
         guard.done = true;
-        self.committed.notify_all();
+        if ok {
+            // Every waiter of this batch returns; one waiter of the next batch leads it.
+            self.committed[this].notify_all();
+            self.committed[1 - this].notify_one();
+        } else {
+            self.wake_all();
+        }
 
         if ok {
             metrics::counter!(m::APPENDS).increment(frames);
@@ -1057,6 +1080,15 @@ impl Wal {
     }
 }
 
+impl Wal {
+    /// Wakes every waiter (after a failure, all of them must see it).
+    fn wake_all(&self) {
+        for condvar in &self.committed {
+            condvar.notify_all();
+        }
+    }
+}
+
 fn count_error(kind: &'static str) {
     metrics::counter!(m::APPEND_ERRORS, m::LABEL_ERROR_TYPE => kind).increment(1);
 }
@@ -1085,7 +1117,7 @@ impl Drop for LeadGuard<'_> {
         });
         state.leader_active = false;
         drop(state);
-        self.wal.committed.notify_all();
+        self.wal.wake_all();
     }
 }
 
