@@ -77,6 +77,16 @@ pub enum DiscardReason {
     AheadOfFrontier,
 }
 
+impl DiscardReason {
+    /// Short label for logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DiscardReason::Corrupt => "corrupt",
+            DiscardReason::AheadOfFrontier => "ahead_of_frontier",
+        }
+    }
+}
+
 /// A snapshot file found on open and not used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiscardedSnapshot {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::error::{AppendError, FailStage, MarkError, OpenError, SegmentError, WalFailure};
 use crate::format::{FramePrefix, segment_header};
 use crate::io::{SegmentFile, StdIo, WalIo};
-use crate::marks::{self, DiscardReason, DiscardedSnapshot, Marks};
+use crate::marks::{self, DiscardedSnapshot, Marks};
 use crate::metrics as m;
 use crate::segment::{self, SegmentMeta, TornTail};
 use crate::sync::{Condvar, Mutex, StdArc, lock, wait};
@@ -1118,15 +1118,5 @@ impl Drop for LeadGuard<'_> {
         state.leader_active = false;
         drop(state);
         self.wal.wake_all();
-    }
-}
-
-impl DiscardReason {
-    /// Short label for logs.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DiscardReason::Corrupt => "corrupt",
-            DiscardReason::AheadOfFrontier => "ahead_of_frontier",
-        }
     }
 }
