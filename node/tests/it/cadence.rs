@@ -224,32 +224,36 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
     assert_eq!(marks(&node, "t").frontier, a);
 
-    // 4. A rotation-captured cut panics the same way; the loop carries on and the next tick
-    //    stamps.
+    // 4. A rotation-captured cut panics the same way: the loop's own rotation check starts
+    //    it (nobody asked), it is held at the failpoint, then panics. The next requested cut
+    //    is served after it, by the same loop: held at the same point, before its stamp, it
+    //    shows the panicking cut moved no frontier and was counted; released, it stamps.
     let counted = barrier_panics().await;
-    fail::cfg("node::cut::before_stamp", "1*panic->off").unwrap();
+    let rotation_cut = FailGate::panic_at("node::cut::before_stamp", 0);
     let rotations = node.core.wal().stats().rotations;
     let mut frames = vec![(a, 10)];
     while node.core.wal().stats().rotations == rotations {
         frames.push((ingest(&node, "t", &lines(20, frames.len())).await, 20));
     }
+    rotation_cut.reached().await;
     let rotated_at = marks(&node, "t").frontier;
-    // The loop's own rotation check runs the cut; wait for it to be counted.
-    let deadline = tokio::time::Instant::now() + HANG;
-    while barrier_panics().await < counted + 1.0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the rotation-captured cut never ran"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    rotation_cut.release();
+    let next_cut = FailGate::hold_at("node::cut::before_stamp", 0);
+    let cadence = node.cadence.clone();
+    let held = tokio::spawn(async move { cadence.cut_now().await });
+    next_cut.reached().await;
     assert_eq!(
         marks(&node, "t").frontier,
         rotated_at,
         "the panicking rotation cut moved no frontier"
     );
+    assert_eq!(barrier_panics().await, counted + 1.0, "and it was counted");
+    next_cut.release();
+    let report = match bounded("the next cut", held).await.unwrap() {
+        Some(TickResult::Done(r)) => r,
+        other => panic!("the cut after the rotation panic did not finish: {other:?}"),
+    };
     let last = frames.last().unwrap().0;
-    let report = cut(&node).await;
     assert_eq!(report.stamped.get("t"), Some(&last.0), "{report:?}");
     assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
     node.shutdown().await.unwrap();
