@@ -157,18 +157,21 @@ impl Core {
             let tid =
                 TenantId::new(&tenant).map_err(|e| IngestError::InvalidTenant(e.to_string()))?;
             let lsn = core.wal.append(&tid, &canonical)?;
-            // The promise starts here: the frame is durable.
-            core.mine_batch_ordered(&tenant, &state, lsn, &lines);
+            // The promise starts here: the frame is durable. A miner panic has already handed
+            // the mined prefix to the sink and held the frame when it reaches this catch; the
+            // request is acknowledged all the same (a retry would duplicate a durable frame).
+            let mined = catch_unwind(AssertUnwindSafe(|| {
+                core.mine_batch_ordered(&tenant, &state, lsn, &lines);
+            }));
+            if mined.is_err() {
+                eprintln!("ourios: tenant {tenant}: mining frame {} panicked; the frame is held and re-mined on restart", lsn.0);
+            }
             Ok::<Lsn, IngestError>(lsn)
         })
         .await;
         let lsn = match joined {
             Ok(result) => result?,
-            Err(e) if e.is_panic() => {
-                // mine_batch_ordered handed its prefix to the sink and held the frame before
-                // resuming the panic; the frame is durable, so this is an acknowledgement.
-                return Ok(Lsn(0));
-            }
+            // Cancelled: the runtime is shutting down.
             Err(_) => return Err(IngestError::ShuttingDown),
         };
         ::metrics::counter!(metrics::INGEST_REQUESTS).increment(1);

@@ -71,8 +71,26 @@ pub struct Node {
     /// What recovery did on start.
     pub recovery: Recovery,
     stop: watch::Sender<bool>,
-    server: JoinHandle<()>,
-    loops: Vec<JoinHandle<()>>,
+    /// `None` once `shutdown` has taken them.
+    tasks: Option<(JoinHandle<()>, Vec<JoinHandle<()>>)>,
+}
+
+impl Drop for Node {
+    /// A node dropped without [`Node::shutdown`] still stops: the loops and the server are told
+    /// to stop, and the pool and the publisher thread (which would otherwise keep each other
+    /// alive) are closed. Nothing is lost by skipping the final cut: every acknowledged frame
+    /// is in the WAL and recovery publishes it. Never panics.
+    fn drop(&mut self) {
+        if self.tasks.is_none() {
+            return; // shut down already
+        }
+        self.core.shutting_down.store(true, Ordering::Release);
+        let _ = self.stop.send(true);
+        if let Some(pool) = &self.core.pool {
+            pool.close();
+        }
+        self.core.coordinator.close();
+    }
 }
 
 fn prometheus() -> Option<metrics_exporter_prometheus::PrometheusHandle> {
@@ -213,19 +231,20 @@ impl Node {
             addr,
             recovery,
             stop,
-            server,
-            loops,
+            tasks: Some((server, loops)),
         })
     }
 
     /// Graceful shutdown: stop accepting, stop the loops, let the encode pool and the publisher
     /// finish what they hold, then a final cut publishes and stamps what it can.
-    pub async fn shutdown(self) -> anyhow::Result<CutReport> {
+    pub async fn shutdown(mut self) -> anyhow::Result<CutReport> {
         self.core.shutting_down.store(true, Ordering::Release);
         let _ = self.stop.send(true);
-        let _ = self.server.await;
-        for l in self.loops {
-            let _ = l.await;
+        if let Some((server, loops)) = self.tasks.take() {
+            let _ = server.await;
+            for l in loops {
+                let _ = l.await;
+            }
         }
         let core = Arc::clone(&self.core);
         tokio::task::spawn_blocking(move || {

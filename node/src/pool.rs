@@ -102,6 +102,16 @@ impl EncodePool {
         drop(guard);
     }
 
+    /// Closes the queue without waiting: the workers finish what is queued and exit.
+    pub(crate) fn close(&self) {
+        drop(
+            self.tx
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+    }
+
     /// Closes the queue, lets the workers finish what is queued, joins the supervisor.
     pub(crate) fn shutdown(&self) {
         drop(

@@ -194,6 +194,20 @@ impl PublishCoordinator {
         }
     }
 
+    /// Closes the queue without waiting: the thread publishes what is queued and exits (its
+    /// handle is detached). Later `enqueue`s park. For `Drop` paths that must not block.
+    pub fn close(&self) {
+        let mut state = self
+            .inner
+            .slot
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        state.shut_down = true;
+        state.tx = None;
+        drop(state.thread.take());
+    }
+
     /// Stops the publisher: closes the queue, lets the thread publish what is queued, joins it.
     /// Later `enqueue`s park their partitions (the final cut drains them).
     pub fn shutdown(&self) {
