@@ -134,7 +134,7 @@ fn group_commit_table() {
         "raw 1/frame",
         "wal/raw 1/frame"
     );
-    for (appenders, per_thread) in [(1, 200), (4, 150), (16, 60)] {
+    for (appenders, per_thread) in [(1, 400), (4, 300), (16, 250)] {
         let (mut wal_v, mut fps_v, mut raw_v, mut pf_v) = (vec![], vec![], vec![], vec![]);
         let (mut frames, mut syncs) = (0, 0);
         for _ in 0..REPS {
