@@ -15,10 +15,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
-/// Crates whose concurrency boundaries have loom models (`<crate>/tests/loom.rs`). The
+/// Crates whose concurrency boundaries have loom models (`<crate>/tests/loom.rs`): the latch
+/// and guards, the ownership handles, the WAL's group commit. The
 /// publisher's boundary (the shared completion, park included) is modelled in `barrier`,
 /// which owns it; the sinks' I/O stack (tokio, object_store, parquet) is not loom-buildable.
-const LOOM_CRATES: &[&str] = &["barrier", "recoverable"];
+const LOOM_CRATES: &[&str] = &["barrier", "recoverable", "wal"];
 
 /// Loom preemption bound used in CI. With 2 a full model of each boundary finishes in well
 /// under a minute per crate on 2 cores; 3 finds nothing more in these models and takes ~10x.
