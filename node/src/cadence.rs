@@ -53,6 +53,9 @@ fn count_panic(which: &'static str) {
 
 /// One sweep step: drain what is older than `age`, write it in order, settle the guard.
 async fn sweep_step(core: Arc<Core>, age: Duration) {
+    // A publisher thread that died with nothing queued after it is otherwise respawned only by
+    // the next detach; the cadence brings it back within one sweep period.
+    core.coordinator.ensure_publisher();
     let mut drained = core.coordinator.drain_aged(age);
     let verdict = core.coordinator.write_ordered(&mut drained).await;
     let guard = drained.finish();

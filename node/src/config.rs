@@ -21,7 +21,7 @@ pub struct ServeArgs {
     /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].
     #[arg(long, env = "OURIOS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Object store URL: file:///path, memory://, s3://bucket/prefix [default: file://<data-dir>/store].
+    /// Object store URL: file:///path, memory://, s3://bucket/prefix [default: file://DATA_DIR/store].
     #[arg(long, env = "OURIOS_STORE")]
     pub store: Option<String>,
     /// Tenant used when a request has no X-Scope-OrgID header [default: default].

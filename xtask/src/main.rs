@@ -43,6 +43,10 @@ const TASKS: &[(&str, &str)] = &[
         "bench [name]",
         "run one criterion benchmark (or list them); prints ratios vs baselines",
     ),
+    (
+        "bench ingest [flags]",
+        "end to end: release node + load generator over HTTP -> target/bench/ingest.md",
+    ),
 ];
 
 fn main() -> ExitCode {
@@ -74,6 +78,7 @@ fn run() -> Result<()> {
             let strict = args.iter().any(|a| a == "--strict");
             rfc::run(&root, number, strict)
         }
+        Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
             print_tasks();
@@ -176,10 +181,14 @@ fn loom(krate: Option<&str>) -> Result<()> {
 /// Loom builds use `--cfg loom`, which changes every crate's fingerprint; a separate target dir
 /// keeps them from invalidating the ordinary build cache.
 pub(crate) fn loom_target_dir() -> PathBuf {
-    let base = env::var_os("CARGO_TARGET_DIR")
+    target_dir().join("loom")
+}
+
+/// Cargo's target directory: `CARGO_TARGET_DIR`, or `<root>/target`.
+fn target_dir() -> PathBuf {
+    env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| project_root().join("target"));
-    base.join("loom")
+        .unwrap_or_else(|| project_root().join("target"))
 }
 
 fn bench(root: &Path, name: Option<&str>) -> Result<()> {
@@ -204,12 +213,50 @@ fn bench(root: &Path, name: Option<&str>) -> Result<()> {
         for (krate, stem) in &benches {
             println!("  {stem:<20} ({krate})");
         }
+        println!(
+            "  {:<20} (node; end to end over HTTP, not criterion)",
+            "ingest"
+        );
         return Ok(());
     };
     let Some((krate, stem)) = benches.iter().find(|(_, s)| s == name) else {
         bail!("no benchmark named `{name}`; `cargo xtask bench` lists them")
     };
     cargo(&["bench", "--locked", "-p", &package(krate), "--bench", stem])
+}
+
+/// The end-to-end ingest benchmark (issue 8): builds the node's binaries in release, then
+/// `ourios-loadgen bench` runs a fresh release `ourios-node` per offered rate and tenant count,
+/// and the same generator against a do-nothing HTTP server as the in-run baseline. `flags` go
+/// to the generator (`--secs 5`, `--rates 50000,max`, `--tenants 8`, ...). The table is
+/// printed and written to `<target>/bench/ingest.md`.
+fn bench_ingest(flags: &[String]) -> Result<()> {
+    cargo(&[
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "ourios-node",
+        "--bins",
+    ])?;
+    let target = target_dir();
+    let release = target.join("release");
+    let out = target.join("bench");
+    let mut cmd = Command::new(release.join("ourios-loadgen"));
+    cmd.arg("bench")
+        .arg("--node")
+        .arg(release.join("ourios-node"))
+        .arg("--out")
+        .arg(out.join("ingest.md"))
+        .arg("--scratch")
+        .arg(out.join("ingest-data"))
+        .args(flags);
+    println!("$ {cmd:?}");
+    let status = cmd.status().context("could not run ourios-loadgen")?;
+    if !status.success() {
+        bail!("ourios-loadgen bench exited with {status}");
+    }
+    Ok(())
 }
 
 fn package(folder: &str) -> String {

@@ -120,6 +120,18 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
         "records lost with the dead publisher"
     );
 
+    // The quiesce above returns once the dying thread's items are settled, which happens during
+    // its unwind, just before its receiver goes. Wait (bounded) for the thread to be gone:
+    // until then a send can still enter the dying queue (the item is then dropped with it and
+    // requeues itself, but nothing respawns).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rig.coord.publisher_alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed publisher thread never ended"
+        );
+        std::thread::yield_now();
+    }
     // The next detach finds the queue disconnected: it parks and respawns.
     rig.append("a", 5, 2);
     let parts = detach_all(&rig);
