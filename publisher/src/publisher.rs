@@ -15,7 +15,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
@@ -74,12 +74,7 @@ impl PublishCoordinator {
     /// Starts the publisher thread if it is not running (first start, or after it died).
     /// Returns false after shutdown.
     pub fn ensure_publisher(&self) -> bool {
-        let mut state = self
-            .inner
-            .slot
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.slot();
         if state.shut_down {
             return false;
         }
@@ -92,23 +87,13 @@ impl PublishCoordinator {
 
     /// Whether the publisher thread is running.
     pub fn publisher_alive(&self) -> bool {
-        let state = self
-            .inner
-            .slot
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let state = self.slot();
         state.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// How many times the publisher thread was started (1 + respawns).
     pub fn publisher_generation(&self) -> u64 {
-        self.inner
-            .slot
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .generation
+        self.slot().generation
     }
 
     fn spawn_locked(&self, state: &mut SlotState) {
@@ -155,12 +140,7 @@ impl PublishCoordinator {
 
     fn send(&self, item: Detached) {
         let (tx, generation) = {
-            let state = self
-                .inner
-                .slot
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let state = self.slot();
             (state.tx.clone(), state.generation)
         };
         let item = match tx {
@@ -183,46 +163,39 @@ impl PublishCoordinator {
         };
         park(item);
         // Respawn behind the slot mutex, only if nobody has replaced the generation we saw die.
-        let mut state = self
-            .inner
-            .slot
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut state = self.slot();
         if !state.shut_down && state.generation == generation {
             self.spawn_locked(&mut state);
         }
     }
 
-    /// Closes the queue without waiting: the thread publishes what is queued and exits (its
-    /// handle is detached). Later `enqueue`s park. For `Drop` paths that must not block.
-    pub fn close(&self) {
-        let mut state = self
-            .inner
+    /// The publisher-slot mutex (poison-tolerant: nothing that panics runs under it).
+    fn slot(&self) -> MutexGuard<'_, SlotState> {
+        self.inner
             .slot
             .state
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Marks the slot shut down and closes the queue; returns the thread to join, if any.
+    fn close_slot(&self) -> Option<JoinHandle<()>> {
+        let mut state = self.slot();
         state.shut_down = true;
         state.tx = None;
-        drop(state.thread.take());
+        state.thread.take()
+    }
+
+    /// Closes the queue without waiting: the thread publishes what is queued and exits (its
+    /// handle is detached). Later `enqueue`s park. For `Drop` paths that must not block.
+    pub fn close(&self) {
+        drop(self.close_slot());
     }
 
     /// Stops the publisher: closes the queue, lets the thread publish what is queued, joins it.
     /// Later `enqueue`s park their partitions (the final cut drains them).
     pub fn shutdown(&self) {
-        let thread = {
-            let mut state = self
-                .inner
-                .slot
-                .state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            state.shut_down = true;
-            state.tx = None;
-            state.thread.take()
-        };
-        if let Some(thread) = thread {
+        if let Some(thread) = self.close_slot() {
             let _ = thread.join();
         }
     }
