@@ -6,4 +6,5 @@ mod common;
 mod model;
 mod quarantine;
 mod records;
+mod s3;
 mod store;
