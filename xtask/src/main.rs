@@ -1,9 +1,10 @@
 //! Project automation, run as `cargo xtask <task>` (aliased in `.cargo/config.toml`).
 //!
 //! `cargo xtask ci` runs exactly what CI runs; every other task is a piece of it or a tool for
-//! iterating. The tasks shell out to `cargo` with the same toolchain that invoked us and never
-//! download anything.
+//! iterating. The tasks shell out to `cargo` with the same toolchain that invoked us and download
+//! nothing but the interop check's Python readers (pyarrow, duckdb) into a venv on first use.
 
+mod interop;
 mod rfc;
 #[cfg(test)]
 mod tidy;
@@ -28,7 +29,7 @@ pub(crate) const LOOM_MAX_PREEMPTIONS: &str = "2";
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables",
+        "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables, interop",
     ),
     (
         "test [crate]",
@@ -38,6 +39,10 @@ const TASKS: &[(&str, &str)] = &[
     (
         "rfc NNNN [--strict]",
         "run the tests an RFC table names and print id, test, result",
+    ),
+    (
+        "interop",
+        "a debug node's Parquet read back with pyarrow and DuckDB (venv in the target dir)",
     ),
     (
         "bench [name]",
@@ -78,6 +83,7 @@ fn run() -> Result<()> {
             let strict = args.iter().any(|a| a == "--strict");
             rfc::run(&root, number, strict)
         }
+        Some("interop") => interop::run(&root),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
@@ -125,6 +131,7 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     step("rfc 0054", || rfc::run(root, "0054", false))?;
     step("rfc 0056", || rfc::run(root, "0056", false))?;
+    step("interop", || interop::run(root))?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())
 }
