@@ -131,9 +131,31 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     step("rfc 0054", || rfc::run(root, "0054", false))?;
     step("rfc 0056", || rfc::run(root, "0056", false))?;
-    step("interop", || interop::run(root))?;
+    step("interop", || interop_in_ci(root))?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// The independent-reader check needs python3 with venv (and PyPI on first use). `.ci/run` sets
+/// `OURIOS_REQUIRE_INTEROP=1`, so in CI a missing python fails the step. Elsewhere a machine
+/// with only the Rust toolchain gets a loud notice instead of a failure; where python3 and its
+/// venv module exist, the check runs and any failure (pip included) fails the step.
+fn interop_in_ci(root: &Path) -> Result<()> {
+    let required = env::var_os("OURIOS_REQUIRE_INTEROP").is_some_and(|v| v != "0");
+    let python_ok = Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !python_ok && !required {
+        println!(
+            "interop: NOT RUN: python3 with its venv module is not installed here (CI installs \
+             it and requires this step; run `cargo xtask interop` after installing python3-venv)"
+        );
+        return Ok(());
+    }
+    interop::run(root)
 }
 
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
