@@ -188,35 +188,127 @@ pub(crate) fn run(root: &Path, number: &str, strict: bool) -> Result<()> {
 /// Runs `tests` in one crate and returns the outcome of each test function found, keyed by the
 /// last segment of its path. A name found in several binaries fails if any instance fails.
 fn run_group(krate: &str, loom: bool, tests: &[String]) -> Result<BTreeMap<String, Outcome>> {
+    let package = format!("ourios-{krate}");
+    if !loom {
+        return run_workspace_binaries(&package, tests);
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut cmd = Command::new(cargo);
-    let package = format!("ourios-{krate}");
-    cmd.args(["test", "--locked", "-p", &package]);
-    if loom {
-        let target = crate::loom_target_dir();
-        cmd.args(["--release", "--test", "loom"])
-            .env("RUSTFLAGS", "--cfg loom")
-            .env("CARGO_TARGET_DIR", target)
-            .env("LOOM_MAX_PREEMPTIONS", crate::LOOM_MAX_PREEMPTIONS);
-    } else {
-        cmd.arg("--no-fail-fast");
-    }
-    cmd.arg("--")
-        .args(tests)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    eprintln!(
-        "$ cargo test -p {package}{} -- {}",
-        if loom { " (loom)" } else { "" },
-        tests.join(" ")
-    );
+    cmd.args([
+        "test",
+        "--locked",
+        "-p",
+        &package,
+        "--release",
+        "--test",
+        "loom",
+    ])
+    .env("RUSTFLAGS", "--cfg loom")
+    .env("CARGO_TARGET_DIR", crate::loom_target_dir())
+    .env("LOOM_MAX_PREEMPTIONS", crate::LOOM_MAX_PREEMPTIONS)
+    .arg("--")
+    .args(tests)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    eprintln!("$ cargo test -p {package} (loom) -- {}", tests.join(" "));
     let output = cmd.output().context("could not run cargo test")?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let found = parse_libtest(&stdout, tests);
+    let found = parse_libtest(&String::from_utf8_lossy(&output.stdout), tests);
     if found.is_empty() && !output.status.success() {
-        bail!("cargo test -p {package} failed before running any test (build error?)");
+        bail!("cargo test -p {package} (loom) failed before running any test (build error?)");
     }
     Ok(found)
+}
+
+/// Runs the named tests in every test executable of `package` as the workspace build makes
+/// them (`cargo test --workspace --no-run`: the features `cargo xtask ci`'s test step already
+/// built, so nothing is rebuilt per crate), each from the package's directory as cargo would.
+fn run_workspace_binaries(package: &str, tests: &[String]) -> Result<BTreeMap<String, Outcome>> {
+    let mut found = BTreeMap::new();
+    let all = test_executables()?;
+    let Some(exes) = all.get(package) else {
+        bail!("no test executable found for {package}");
+    };
+    for (exe, dir) in exes {
+        let output = Command::new(exe)
+            .args(tests)
+            .current_dir(dir)
+            .env("CARGO_MANIFEST_DIR", dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not run {}", exe.display()))?;
+        for (name, outcome) in parse_libtest(&String::from_utf8_lossy(&output.stdout), tests) {
+            let slot = found.entry(name).or_insert(outcome);
+            if outcome != Outcome::Pass {
+                *slot = outcome;
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// Every test executable of the workspace test build, by package, with the package directory.
+/// Asked of cargo once per process.
+fn test_executables() -> Result<&'static BTreeMap<String, Vec<(PathBuf, PathBuf)>>> {
+    static CACHE: std::sync::OnceLock<BTreeMap<String, Vec<(PathBuf, PathBuf)>>> =
+        std::sync::OnceLock::new();
+    if let Some(map) = CACHE.get() {
+        return Ok(map);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    eprintln!("$ cargo test --workspace --no-run --message-format=json");
+    let output = Command::new(cargo)
+        .args([
+            "test",
+            "--workspace",
+            "--locked",
+            "--no-run",
+            "--message-format=json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("could not run cargo test --no-run")?;
+    if !output.status.success() {
+        bail!("cargo test --workspace --no-run failed (build error?)");
+    }
+    let mut map: BTreeMap<String, Vec<(PathBuf, PathBuf)>> = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        // One JSON object per line; the fields needed are plain strings, so a field lookup
+        // by text keeps xtask free of a JSON dependency.
+        let Some(exe) = json_string(line, "executable") else {
+            continue;
+        };
+        let Some(manifest) = json_string(line, "manifest_path") else {
+            continue;
+        };
+        let Some(id) = json_string(line, "package_id") else {
+            continue;
+        };
+        // `path+file:///work/main/sinks#ourios-sinks@0.1.0`
+        let Some(name) = id.rsplit('#').next().and_then(|n| n.split('@').next()) else {
+            continue;
+        };
+        let dir = PathBuf::from(&manifest)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        map.entry(name.to_owned())
+            .or_default()
+            .push((PathBuf::from(exe), dir));
+    }
+    Ok(CACHE.get_or_init(|| map))
+}
+
+/// The value of the first `"key":"value"` string field in a JSON line (no escapes expected in
+/// paths and ids cargo prints for this workspace; a value with escapes is refused).
+fn json_string(line: &str, key: &str) -> Option<String> {
+    let needle = format!("\"{key}\":\"");
+    let start = line.find(&needle)? + needle.len();
+    let rest = &line[start..];
+    let end = rest.find('"')?;
+    let value = &rest[..end];
+    (!value.contains('\\')).then(|| value.to_owned())
 }
 
 fn parse_libtest(stdout: &str, wanted: &[String]) -> BTreeMap<String, Outcome> {
@@ -272,6 +364,23 @@ mod tests {
         let text = "| id | crate | test |\n|---|---|---|\n| X | wal | `not a name` |\n";
         let err = parse(text, "t.md").unwrap_err().to_string();
         assert!(err.contains("t.md:3"), "{err}");
+    }
+
+    /// Cargo's JSON lines give the executable, manifest and package id as plain strings.
+    /// Mutation check: drop the `+ needle.len()` offset and the value starts at the key.
+    #[test]
+    fn json_string_reads_cargo_artifact_fields() {
+        let line = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/sinks#ourios-sinks@0.1.0","manifest_path":"/w/sinks/Cargo.toml","executable":"/t/debug/deps/it-1"}"#;
+        assert_eq!(
+            json_string(line, "executable").as_deref(),
+            Some("/t/debug/deps/it-1")
+        );
+        assert_eq!(
+            json_string(line, "manifest_path").as_deref(),
+            Some("/w/sinks/Cargo.toml")
+        );
+        assert_eq!(json_string(line, "missing"), None);
+        assert_eq!(json_string(r#"{"executable":null}"#, "executable"), None);
     }
 
     /// libtest lines map to outcomes by the last path segment; a failure in any binary wins.
