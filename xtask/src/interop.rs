@@ -32,14 +32,10 @@ const GUARD: Duration = Duration::from_secs(120);
 pub(crate) fn run(root: &Path) -> Result<()> {
     let target = crate::target_dir();
     let python = venv(&target)?;
-    crate::cargo(&[
-        "build",
-        "--locked",
-        "-p",
-        "ourios-node",
-        "--bin",
-        "ourios-node",
-    ])?;
+    // The workspace test build already made `target/debug/ourios-node` (the node's crash and
+    // end-to-end tests run it); `--no-run` reuses that build instead of resolving the node's
+    // features alone, which would rebuild a second variant of the dependency graph.
+    crate::cargo(&["test", "--workspace", "--locked", "--no-run"])?;
     let data = target.join("interop-data");
     if data.exists() {
         std::fs::remove_dir_all(&data)
