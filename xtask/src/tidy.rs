@@ -98,8 +98,8 @@ fn tidy_rfc_tables_parse_and_name_existing_tests() {
     }
 }
 
-/// No test is hidden with `#[ignore]`.
-/// Mutation check: add `#[ignore]` above any test.
+/// No test is hidden with an ignore attribute.
+/// Mutation check: put an ignore attribute above any test.
 #[test]
 fn tidy_no_ignored_tests() {
     let mut files = Vec::new();
