@@ -9,8 +9,9 @@
 //! `loom_support::unwind` (the crate's `panicking()` is true for that model thread only); the
 //! `it` tests drop the same guards under real panics.
 //!
-//! Run (time budget: the whole file in under two minutes on 2 cores, most of it compiling):
-//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom LOOM_MAX_PREEMPTIONS=2
+//! Run with `cargo xtask loom barrier` (time budget: the whole file in under two minutes on
+//! 2 cores, most of it compiling), which is:
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=2
 //! cargo test -p ourios-barrier --test loom --release`
 #![cfg(loom)]
 

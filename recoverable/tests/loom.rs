@@ -1,8 +1,9 @@
 //! Mechanism leg M.3 under loom: a `Drop` requeue on one thread against an observer (a barrier)
 //! that waits until the handle is dropped or fully settled, then reads the buffers.
 //!
-//! Time budget: each model explores in well under a second with these sizes. Run:
-//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom LOOM_MAX_PREEMPTIONS=2 cargo test -p ourios-recoverable --test loom --release`
+//! Time budget: each model explores in well under a second with these sizes. Run with
+//! `cargo xtask loom recoverable`, which is:
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=2 cargo test -p ourios-recoverable --test loom --release`
 #![cfg(loom)]
 
 use loom::sync::atomic::{AtomicBool, Ordering};

@@ -6,7 +6,7 @@
 //! `std::time::Instant` and prints records/s, MB/s (estimated in-memory record bytes) and the
 //! ratio of ZSTD to the uncompressed reference measured in the same run.
 //!
-//! Run: `CARGO_TARGET_DIR=/work/target cargo bench -p ourios-sinks --bench sink_write`
+//! Run: `cargo xtask bench sink_write` (or `cargo bench -p ourios-sinks --bench sink_write`)
 //! (about 40 s after the build).
 
 use std::hint::black_box;

@@ -3,8 +3,9 @@
 //! frame succeeded, a failed sync fails every frame it covered, nothing is acknowledged after
 //! it, and no waiter is left blocked.
 //!
-//! Run (time budget: the models finish in well under a second; the loom build takes ~1 min):
-//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=/work/target-loom LOOM_MAX_PREEMPTIONS=2 \
+//! Run with `cargo xtask loom wal` (time budget: the models finish in well under a second; the
+//! loom build takes ~1 min), which is:
+//! `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom LOOM_MAX_PREEMPTIONS=2 \
 //!  cargo test -p ourios-wal --test loom --release`
 #![cfg(loom)]
 

@@ -285,7 +285,7 @@ fn test_executables() -> Result<&'static BTreeMap<String, Vec<(PathBuf, PathBuf)
         let Some(id) = json_string(line, "package_id") else {
             continue;
         };
-        // `path+file:///work/main/sinks#ourios-sinks@0.1.0`
+        // `path+file:///src/ourios/sinks#ourios-sinks@0.1.0`
         let Some(name) = id.rsplit('#').next().and_then(|n| n.split('@').next()) else {
             continue;
         };
