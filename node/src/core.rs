@@ -297,7 +297,10 @@ impl Core {
 
         // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
         //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
-        let captured: Vec<(String, u64, Option<Vec<u8>>)> = {
+        //    The audit watermark is taken with them: every template event the snapshot holds
+        //    has a seq <= it, and the snapshot may be installed only once they are all durable
+        //    (recovery never re-emits events for templates a snapshot already holds).
+        let captured: Vec<(String, u64, Option<Vec<u8>>, u64)> = {
             let miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
             let tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
             tenants
@@ -307,7 +310,9 @@ impl Core {
                     let through = s.mined_through.load(Ordering::Acquire);
                     let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
                     let snapshot = (!mid_frame).then(|| miners.snapshot(t));
-                    (t.clone(), through, snapshot)
+                    // Relaxed: written under the miners' lock, which is held here.
+                    let watermark = s.watermark.load(Ordering::Relaxed);
+                    (t.clone(), through, snapshot, watermark)
                 })
                 .collect()
         };
@@ -348,8 +353,13 @@ impl Core {
             ..Default::default()
         };
         let mut stamps: Vec<(TenantId, u64, Option<Vec<u8>>)> = Vec::new();
-        for (tenant, through, snapshot) in captured {
+        for (tenant, through, snapshot, watermark) in captured {
             let t = Tenant::new(&tenant);
+            // The template events behind the snapshot, wherever they are (a sweep or the
+            // publisher thread that began after this cut may hold them): not durable yet means
+            // no snapshot; the records that depend on them keep the frontier below anyway.
+            let snapshot =
+                snapshot.filter(|_| self.records.audit().is_durable_through(&t, watermark));
             // I4: never past a record of this tenant that is not durable yet, wherever it is
             // (buffered, drained by a concurrent sweep, queued for the publisher, quarantined).
             let (frontier, snapshot) = match self.records.unpublished_floor(&t) {
