@@ -9,12 +9,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use ourios_barrier::{Barrier, BatchGuard, PublishOutcome};
+use ourios_barrier::{Barrier, PublishOutcome};
 use ourios_miner::{AuditEventKind, MinerCluster};
 use ourios_publisher::PublishCoordinator;
-use ourios_sinks::{
-    AppendOutcome, AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant,
-};
+use ourios_sinks::{AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant};
 use ourios_wal::{Lsn, Stamp, TenantId, Wal};
 
 use crate::metrics;
@@ -227,7 +225,7 @@ impl Core {
                     );
                     index += 1;
                     if inline {
-                        self.emit_inline(record, &guard);
+                        crate::pool::hand_off(&self.records, &self.coordinator, record, &guard);
                     } else {
                         out.push(record);
                     }
@@ -235,13 +233,10 @@ impl Core {
             }))
         };
         // The one unwind arm: the prefix goes to the sink first, whatever happened.
-        if !out.is_empty() {
-            match &self.pool {
-                Some(pool) => pool.submit(out, guard),
-                None => unreachable_inline(out, &self.records),
-            }
-        } else {
-            drop(guard);
+        // (Only the pool branch collects into `out`; the inline branch handed each record off.)
+        match &self.pool {
+            Some(pool) if !out.is_empty() => pool.submit(out, guard),
+            _ => drop(guard),
         }
         match result {
             Ok(()) => {
@@ -259,19 +254,6 @@ impl Core {
                 }
                 resume_unwind(panic);
             }
-        }
-    }
-
-    /// The no-pool branch: append one record to the sink and hand any detached partitions to
-    /// the publisher under the batch's guard.
-    fn emit_inline(&self, record: LogRecord, guard: &BatchGuard) {
-        match self.records.append(record) {
-            AppendOutcome::Buffered { detached } => {
-                if !detached.is_empty() {
-                    self.coordinator.enqueue(detached, guard);
-                }
-            }
-            AppendOutcome::Quarantined { .. } => {}
         }
     }
 
@@ -446,12 +428,6 @@ impl Core {
         ::metrics::gauge!(metrics::LATCH_GENERATION).set(f64::from(word.generation()));
         ::metrics::gauge!(metrics::BARRIER_EPOCH).set(f64::from(self.barrier.barrier_epoch()));
     }
-}
-
-/// Only the pool branch collects records; reaching here would mean a record was collected on
-/// the inline branch. Buffer it rather than lose it.
-fn unreachable_inline(out: Vec<LogRecord>, records: &SharedParquetSink) {
-    records.buffer_only(out);
 }
 
 /// The miner's audit event as the sink stores it.

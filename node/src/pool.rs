@@ -206,6 +206,26 @@ fn supervise(ctx: Arc<WorkerCtx>, workers: usize) {
     }
 }
 
+/// The one handoff both branches use (a worker, or `mine_batch_ordered` inline): append the
+/// record (the sink owns it from inside the call, before any trigger) and hand the partitions a
+/// trigger detached to the publisher under the batch's guard. A quarantined record is held by
+/// the sink until its event is durable: nothing more to do here.
+pub(crate) fn hand_off(
+    records: &SharedParquetSink,
+    coordinator: &PublishCoordinator,
+    record: LogRecord,
+    guard: &BatchGuard,
+) {
+    match records.append(record) {
+        AppendOutcome::Buffered { detached } => {
+            if !detached.is_empty() {
+                coordinator.enqueue(detached, guard);
+            }
+        }
+        AppendOutcome::Quarantined { .. } => {}
+    }
+}
+
 fn work(ctx: &WorkerCtx) {
     loop {
         let batch = {
@@ -226,14 +246,7 @@ fn work(ctx: &WorkerCtx) {
             ));
             // The handoff: `append` inserts the record before any trigger step.
             let record = batch.settle(lease, Settlement::Durable);
-            match ctx.records.append(record) {
-                AppendOutcome::Buffered { detached } => {
-                    if !detached.is_empty() {
-                        ctx.coordinator.enqueue(detached, batch.guard());
-                    }
-                }
-                AppendOutcome::Quarantined { .. } => {}
-            }
+            hand_off(&ctx.records, &ctx.coordinator, record, batch.guard());
         }
         drop(batch);
     }
