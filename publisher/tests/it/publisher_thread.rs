@@ -17,6 +17,23 @@ fn detach_all(rig: &Rig) -> Vec<Partition> {
     parts
 }
 
+/// A worker's view: the partitions detached from one encode batch go to the publisher under
+/// that batch's guard, which then ends. Returns the batch's epoch.
+fn enqueue_as_one_batch(rig: &Rig, parts: Vec<Partition>) -> u32 {
+    let guard = rig.barrier.enter_encode();
+    let epoch = guard.epoch();
+    rig.coord.enqueue(parts, &guard);
+    epoch
+}
+
+/// A cut's wait: every encode and publish tagged up to its epoch has settled. Returns the
+/// verdict and the cut's epoch.
+fn quiesce(rig: &Rig) -> (ourios_barrier::Verdict, u32) {
+    let cut = rig.barrier.begin_cut();
+    rig.barrier.quiesce_encodes(&cut);
+    (rig.barrier.quiesce_publishes(&cut), cut.epoch())
+}
+
 fn ids_of(parts: &[Partition]) -> Vec<BTreeSet<RecordId>> {
     parts
         .iter()
@@ -42,16 +59,11 @@ fn publisher_panic_on_detached_partition_requeues_it_and_thread_continues() {
         .on_nth_with_prefix("records/", 0, Fault::PanicBeforePut);
     let parts = detach_all(&rig);
     let ids = ids_of(&parts);
-    let guard = rig.barrier.enter_encode();
-    let epoch = guard.epoch();
-    rig.coord.enqueue(parts, &guard);
-    drop(guard);
+    let epoch = enqueue_as_one_batch(&rig, parts);
 
-    let cut = rig.barrier.begin_cut();
-    rig.barrier.quiesce_encodes(&cut);
-    let verdict = rig.barrier.quiesce_publishes(&cut);
+    let (verdict, cut_epoch) = quiesce(&rig);
     assert!(
-        !verdict.all_ok(cut.epoch()),
+        !verdict.all_ok(cut_epoch),
         "a panicked publish must fail the verdict of its epoch"
     );
     assert_eq!(
@@ -102,13 +114,9 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
     let all: BTreeSet<RecordId> = rig.buffered("a");
     fail::cfg("publisher::thread::die", "1*panic").unwrap();
     let parts = detach_all(&rig);
-    let guard = rig.barrier.enter_encode();
-    rig.coord.enqueue(parts, &guard);
-    drop(guard);
-    let cut = rig.barrier.begin_cut();
-    rig.barrier.quiesce_encodes(&cut);
-    let verdict = rig.barrier.quiesce_publishes(&cut);
-    assert!(!verdict.all_ok(cut.epoch()));
+    enqueue_as_one_batch(&rig, parts);
+    let (verdict, cut_epoch) = quiesce(&rig);
+    assert!(!verdict.all_ok(cut_epoch));
     fail::remove("publisher::thread::die");
 
     // Everything is in the buffer or the store: nothing is lost with the dead thread.
@@ -135,12 +143,8 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
     // The next detach finds the queue disconnected: it parks and respawns.
     rig.append("a", 5, 2);
     let parts = detach_all(&rig);
-    let guard = rig.barrier.enter_encode();
-    rig.coord.enqueue(parts, &guard);
-    drop(guard);
-    let cut = rig.barrier.begin_cut();
-    rig.barrier.quiesce_encodes(&cut);
-    let _ = rig.barrier.quiesce_publishes(&cut);
+    enqueue_as_one_batch(&rig, parts);
+    let _ = quiesce(&rig);
     assert!(
         rig.coord.publisher_generation() >= 2,
         "the dead publisher was not respawned"
@@ -164,14 +168,10 @@ fn publisher_enqueue_on_disconnected_queue_parks() {
     rig.coord.shutdown();
     let parts = detach_all(&rig);
     assert!(rig.buffered("a").is_empty());
-    let guard = rig.barrier.enter_encode();
-    rig.coord.enqueue(parts, &guard);
-    drop(guard);
-    let cut = rig.barrier.begin_cut();
-    rig.barrier.quiesce_encodes(&cut);
-    let verdict = rig.barrier.quiesce_publishes(&cut);
+    enqueue_as_one_batch(&rig, parts);
+    let (verdict, cut_epoch) = quiesce(&rig);
     assert!(
-        !verdict.all_ok(cut.epoch()),
+        !verdict.all_ok(cut_epoch),
         "a parked publish is not ok for its epoch"
     );
     assert_eq!(
