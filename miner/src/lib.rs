@@ -4,11 +4,14 @@
 //! and IPv6 addresses, timestamps, paths become typed holes), and routed down a fixed-depth
 //! prefix tree (token count, then the first tokens) to the most similar cluster of its length;
 //! a line at or above the similarity threshold joins it, widening the differing slots to
-//! wildcards, and any other line founds a new template. Every record carries its template id
-//! and version and the parameters that rebuild the line byte for byte; a low-confidence parse
-//! also keeps the body. Every template change (creation or widening) emits exactly one
+//! wildcards, and any other line founds a new template. Every record carries the
+//! content-addressed [`TemplateKey`] of its template text (and, as lineage, the miner's template
+//! id and version) and the parameters that rebuild the line byte for byte; a low-confidence
+//! parse also keeps the body. Every template change (creation or widening) emits exactly one
 //! [`AuditEvent`] with the tenant, a per-tenant sequence number and a timestamp from an
-//! injectable [`Clock`]: there is no silent merge. State snapshots are versioned and
+//! injectable [`Clock`]: there is no silent merge. A record whose key this miner has not yet
+//! defined in this process (its template came from a snapshot or from regeneration) carries a
+//! `TemplateDefined` event, so every key a record names has a definition. State snapshots are versioned and
 //! checksummed, and regeneration-only mining advances the state without emitting anything.
 //!
 //! Criteria this crate proves (tests in `tests/it`): same input gives the same ids and events;
@@ -27,6 +30,7 @@ mod clock;
 mod cluster;
 mod config;
 mod drain;
+mod key;
 mod mask;
 mod miner;
 mod snapshot;
@@ -40,6 +44,7 @@ pub use config::{
     ConfigError, DEFAULT_DEPTH, DEFAULT_LOW_CONFIDENCE_BELOW, DEFAULT_MAX_CHILDREN,
     DEFAULT_SIMILARITY_THRESHOLD, MinerConfig,
 };
+pub use key::TemplateKey;
 pub use mask::{MaskKind, classify};
 pub use miner::{Mined, MinedRecord, TenantMiner};
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SnapshotError};

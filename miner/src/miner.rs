@@ -1,5 +1,6 @@
 //! One tenant's miner: lines in, records and audit events out, in input order.
 
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use crate::audit::{AuditEvent, AuditEventKind};
 use crate::clock::Clock;
 use crate::config::MinerConfig;
 use crate::drain::State;
+use crate::key::TemplateKey;
 use crate::snapshot::{self, SnapshotError};
 use crate::template::Template;
 use crate::tokens::{LineView, Tokens};
@@ -14,7 +16,9 @@ use crate::tokens::{LineView, Tokens};
 /// One mined line: the template it belongs to and the parameters that rebuild it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MinedRecord {
-    /// The tenant-scoped template id.
+    /// The key of the template text this line was mined against: what a reader joins on.
+    pub template_key: TemplateKey,
+    /// The tenant-scoped template id (lineage: depends on this miner's history).
     pub template_id: u64,
     /// The template version this line was mined against (after any widening it caused).
     pub template_version: u32,
@@ -30,7 +34,8 @@ pub struct MinedRecord {
 /// event describing the change. The event must be durable before the record is visible.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mined {
-    /// The template change this line caused, if any.
+    /// The template change this line caused, or the definition of its key when this miner has
+    /// not defined it yet in this process.
     pub event: Option<AuditEvent>,
     /// The mined record.
     pub record: MinedRecord,
@@ -44,6 +49,12 @@ pub struct Mined {
 /// changes, so a clock that panics leaves the miner as it was before the line.
 pub struct TenantMiner {
     state: State,
+    /// `keys[i]` is the key of `state.clusters[i]`'s current text (derived, never persisted).
+    keys: Vec<TemplateKey>,
+    /// Keys this miner has handed out an event for since it was built or restored, or since
+    /// [`TenantMiner::forget_definitions`]. Per process on purpose: a restored or regenerated
+    /// template gets its definition again the first time a record uses it.
+    defined: HashSet<TemplateKey>,
     clock: Arc<dyn Clock>,
     scratch: Tokens,
 }
@@ -66,8 +77,19 @@ impl TenantMiner {
         config: MinerConfig,
         clock: Arc<dyn Clock>,
     ) -> TenantMiner {
+        TenantMiner::from_state(State::new(tenant.into(), config), clock)
+    }
+
+    fn from_state(state: State, clock: Arc<dyn Clock>) -> TenantMiner {
+        let keys = state
+            .clusters
+            .iter()
+            .map(|c| TemplateKey::of(&state.tenant, &c.template.to_string()))
+            .collect();
         TenantMiner {
-            state: State::new(tenant.into(), config),
+            state,
+            keys,
+            defined: HashSet::new(),
             clock,
             scratch: Tokens::default(),
         }
@@ -86,11 +108,7 @@ impl TenantMiner {
         bytes: &[u8],
     ) -> Result<TenantMiner, SnapshotError> {
         let state = snapshot::decode(tenant, &config, bytes)?;
-        Ok(TenantMiner {
-            state,
-            clock,
-            scratch: Tokens::default(),
-        })
+        Ok(TenantMiner::from_state(state, clock))
     }
 
     /// The state as versioned, checksummed bytes, for [`TenantMiner::restore`].
@@ -99,15 +117,43 @@ impl TenantMiner {
     }
 
     /// Mines one line: its record, and the audit event if the line created or widened a
-    /// template.
+    /// template, or else the definition of its key if this miner has not defined that key yet
+    /// in this process.
     pub fn ingest(&mut self, line: &str) -> Mined {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.fill(line);
         let view = scratch.view(line);
-        let (idx, event) = self.advance(&view, true);
+        let (idx, mut event) = self.advance(&view, true);
         let record = self.record(idx, line, &view);
         self.scratch = scratch;
+        if event.is_none() && !self.defined.contains(&record.template_key) {
+            // No state changed for this line (it matched without widening), so a clock that
+            // panics here still leaves the miner as it was before the line.
+            let timestamp_unix_nanos = self.clock.now_unix_nanos();
+            let cluster = &self.state.clusters[idx];
+            event = Some(AuditEvent {
+                tenant: self.state.tenant.clone(),
+                seq: 0,
+                timestamp_unix_nanos,
+                kind: AuditEventKind::TemplateDefined {
+                    template_key: record.template_key,
+                    template_id: idx as u64 + 1,
+                    version: cluster.version,
+                    template: cluster.template.to_string(),
+                },
+            });
+        }
+        if event.is_some() {
+            self.defined.insert(record.template_key);
+        }
         Mined { event, record }
+    }
+
+    /// Forgets which keys were defined, so the next record of each key carries its definition
+    /// again. A caller whose handling of a [`Mined`] panicked calls it: it cannot know whether
+    /// the event it was handed reached anything durable.
+    pub fn forget_definitions(&mut self) {
+        self.defined.clear();
     }
 
     /// Mines `lines` in order, handing each result to `out` as soon as it is mined.
@@ -205,21 +251,25 @@ impl TenantMiner {
                 // A widening turns at least one literal slot into a wildcard, so a template has
                 // at most `2 * tokens + 2` versions: the saturation is never reached.
                 let new_version = cluster.version.saturating_add(1);
+                let rendered = new_template.to_string();
+                let template_key = TemplateKey::of(&st.tenant, &rendered);
                 let event = timestamp.map(|timestamp_unix_nanos| AuditEvent {
                     tenant: st.tenant.clone(),
                     seq: st.next_seq,
                     timestamp_unix_nanos,
                     kind: AuditEventKind::TemplateWidened {
+                        template_key,
                         template_id: idx as u64 + 1,
                         old_version: cluster.version,
                         new_version,
                         old_template: cluster.template.to_string(),
-                        new_template: new_template.to_string(),
+                        new_template: rendered,
                     },
                 });
                 let cluster = &mut st.clusters[idx];
                 cluster.template = new_template;
                 cluster.version = new_version;
+                self.keys[idx] = template_key;
                 st.next_seq += 1;
                 (idx, event)
             }
@@ -227,17 +277,22 @@ impl TenantMiner {
                 let template = Template::from_line(view);
                 // As above: the clock first.
                 let timestamp = emit.then(|| self.clock.now_unix_nanos());
+                let rendered = template.to_string();
+                let template_key = TemplateKey::of(&st.tenant, &rendered);
                 let event = timestamp.map(|timestamp_unix_nanos| AuditEvent {
                     tenant: st.tenant.clone(),
                     seq: st.next_seq,
                     timestamp_unix_nanos,
                     kind: AuditEventKind::TemplateCreated {
+                        template_key,
                         template_id: st.clusters.len() as u64 + 1,
                         version: 1,
-                        template: template.to_string(),
+                        template: rendered,
                     },
                 });
                 let idx = st.insert(view, template);
+                debug_assert_eq!(idx, self.keys.len(), "a new cluster is appended");
+                self.keys.push(template_key);
                 st.next_seq += 1;
                 (idx, event)
             }
@@ -253,6 +308,7 @@ impl TenantMiner {
             || cluster.template.literal_token_count() as f64
                 >= st.config.low_confidence_below() * n as f64;
         MinedRecord {
+            template_key: self.keys[idx],
             template_id: idx as u64 + 1,
             template_version: cluster.version,
             params: cluster.template.params(view),

@@ -203,7 +203,7 @@ impl Core {
             // Relaxed: read by the capture under the same miners' lock.
             state.in_flight.store(lsn.0, Ordering::Relaxed);
             let mut index = 0u32;
-            catch_unwind(AssertUnwindSafe(|| {
+            let result = catch_unwind(AssertUnwindSafe(|| {
                 let bodies = lines.iter().map(|l| l.body.as_str());
                 miners.ingest_mined(tenant, bodies, &mut |mined| {
                     // Test hook (compiled out unless `failpoints`): a miner panic mid-frame.
@@ -211,6 +211,16 @@ impl Core {
                         "miner panic injected by failpoint"
                     ));
                     if let Some(event) = mined.event {
+                        if matches!(event.kind, AuditEventKind::TemplateDefined { .. }) {
+                            // The key was defined before this process (a snapshot or
+                            // regeneration rebuilt its template): most likely the store has
+                            // this row already, byte for byte.
+                            ::metrics::counter!(
+                                ourios_sinks::metrics::SINK_DUPLICATES,
+                                "cause" => "audit_replay"
+                            )
+                            .increment(1);
+                        }
                         let seq = self.records.audit().emit(audit_event(event));
                         // Relaxed: written under the tenant's order lock; read under it too.
                         state.watermark.store(seq, Ordering::Relaxed);
@@ -230,7 +240,13 @@ impl Core {
                         out.push(record);
                     }
                 });
-            }))
+            }));
+            if result.is_err() {
+                // The panic may have struck between the miner handing out an event and the
+                // audit sink taking it: the tenant's next record of each key defines it again.
+                miners.tenant_mut(tenant).forget_definitions();
+            }
+            result
         };
         // The one unwind arm: the prefix goes to the sink first, whatever happened.
         // (Only the pool branch collects into `out`; the inline branch handed each record off.)
@@ -434,21 +450,36 @@ impl Core {
 pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
     let kind = match event.kind {
         AuditEventKind::TemplateCreated {
+            template_key,
             template_id,
             version,
             template,
         } => AuditKind::TemplateCreated {
+            template_key: template_key.0,
+            template_id,
+            version,
+            template,
+        },
+        AuditEventKind::TemplateDefined {
+            template_key,
+            template_id,
+            version,
+            template,
+        } => AuditKind::TemplateDefined {
+            template_key: template_key.0,
             template_id,
             version,
             template,
         },
         AuditEventKind::TemplateWidened {
+            template_key,
             template_id,
             old_version,
             new_version,
             old_template,
             new_template,
         } => AuditKind::TemplateWidened {
+            template_key: template_key.0,
             template_id,
             old_version,
             new_version,
@@ -483,6 +514,7 @@ pub(crate) fn log_record(
         observed_time_unix_nano: line.observed_time_unix_nano,
         severity_number: line.severity_number,
         severity_text: line.severity_text.clone(),
+        template_key: mined.template_key.0,
         template_id: mined.template_id,
         template_version: mined.template_version,
         params: mined.params,

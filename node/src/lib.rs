@@ -14,6 +14,7 @@ mod core;
 pub mod metrics;
 pub mod otlp;
 mod pool;
+pub mod seqs;
 mod server;
 
 use std::net::SocketAddr;
@@ -44,7 +45,14 @@ pub struct NodeOptions {
     pub clock: Option<Arc<dyn Clock>>,
     /// Install the global Prometheus recorder (once per process) and serve `/metrics`.
     pub install_metrics: bool,
+    /// Cut every this many payload bytes replayed during recovery (default
+    /// [`RECOVERY_CUT_BYTES`]), so a node that keeps crashing while it recovers still advances
+    /// its frontiers.
+    pub recovery_cut_bytes: Option<u64>,
 }
+
+/// Recovery cuts after replaying this many payload bytes (and once after it finishes).
+pub const RECOVERY_CUT_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What recovery did on start.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -55,8 +63,10 @@ pub struct Recovery {
     pub regenerated: u64,
     /// Frames mined normally (their records publish again).
     pub mined: u64,
-    /// Torn tail bytes cut from the newest segment.
+    /// Whether a torn tail was cut from the newest segment.
     pub torn_tail: bool,
+    /// Cuts run while recovering and right after it (each stamps what replay made durable).
+    pub cuts: u64,
 }
 
 /// A running node.
@@ -136,7 +146,14 @@ impl Node {
         let wal = Arc::new(wal);
 
         let barrier = Arc::new(Barrier::new());
-        let audit = SharedParquetAuditSink::new(Arc::clone(&store), AuditSinkConfig::default());
+        let seq_base = seqs::reserve(&config.data_dir)?;
+        let audit = SharedParquetAuditSink::new(
+            Arc::clone(&store),
+            AuditSinkConfig {
+                seq_base,
+                ..AuditSinkConfig::default()
+            },
+        );
         let b = Arc::clone(&barrier);
         let records = SharedParquetSink::new(
             Arc::clone(&store),
@@ -178,8 +195,37 @@ impl Node {
         });
 
         let c = Arc::clone(&core);
-        let mut recovery = tokio::task::spawn_blocking(move || recover(&c)).await??;
+        let cut_every = options.recovery_cut_bytes.unwrap_or(RECOVERY_CUT_BYTES);
+        let recovered = match tokio::task::spawn_blocking(move || recover(&c, cut_every)).await {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(e),
+            Err(e) => Err(anyhow::anyhow!("recovery panicked: {e}")),
+        };
+        let mut recovery = match recovered {
+            Ok(r) => r,
+            Err(e) => {
+                // Stop what already runs, so the WAL and its lock are released with the core.
+                if let Some(pool) = &core.pool {
+                    pool.close();
+                }
+                core.coordinator.close();
+                return Err(e);
+            }
+        };
         recovery.torn_tail = opened.torn_tail.is_some();
+        // Stamp what recovery republished now, not at the next barrier: a node that crashes
+        // again before then would replay all of it once more.
+        if recovery.mined > 0 {
+            let report = core.run_cut().await;
+            recovery.cuts += 1;
+            ::metrics::counter!(metrics::RECOVERY_CUTS).increment(1);
+            if !report.not_stamped.is_empty() {
+                eprintln!(
+                    "ourios: the cut after recovery left tenants {:?} unstamped",
+                    report.not_stamped
+                );
+            }
+        }
 
         let (stop, stop_rx) = watch::channel(false);
         let (sweep_tx, sweep_rx) = mpsc::channel(4);
@@ -260,14 +306,25 @@ impl Node {
 }
 
 /// Recovery (DESIGN §7): restore each tenant's snapshot `S_t`, re-mine `(S_t, X_t]` for state
-/// only, mine frames above `max(S_t, X_t)` normally (their records publish again).
-fn recover(core: &Arc<Core>) -> anyhow::Result<Recovery> {
+/// only, mine frames above `max(S_t, X_t)` normally (their records publish again). Every
+/// `cut_every` payload bytes replayed it runs a cut, so a crash during a long recovery does not
+/// start it over; a tenant still regenerating is marked in flight, so such a cut takes no
+/// snapshot of a miner that is behind its frontier.
+fn recover(core: &Arc<Core>, cut_every: u64) -> anyhow::Result<Recovery> {
     let mut recovery = Recovery::default();
+    let runtime = tokio::runtime::Handle::current();
+    let mut regenerating: Vec<Arc<crate::core::TenantState>> = Vec::new();
     for (tenant, marks) in core.wal.all_marks() {
         let state = core.tenant(tenant.as_str());
         state
             .mined_through
             .store(marks.frontier.0.max(marks.snapshot.0), Ordering::Release);
+        if marks.snapshot < marks.frontier {
+            // Release: read by a cut's capture; cleared by the tenant's first mined frame
+            // (`mine_batch_ordered`) or at the end of replay.
+            state.in_flight.store(marks.frontier.0, Ordering::Release);
+            regenerating.push(Arc::clone(&state));
+        }
         if let Some(snapshot) = core.wal.read_snapshot(&tenant)? {
             let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
             if let Err(e) = miners.restore(tenant.as_str(), &snapshot.state) {
@@ -279,8 +336,20 @@ fn recover(core: &Arc<Core>) -> anyhow::Result<Recovery> {
             }
         }
     }
+    let mut since_cut = 0u64;
     for frame in core.wal.replay() {
         let frame = frame.context("replaying the WAL")?;
+        // Test hook (compiled out unless `failpoints`): a crash in the middle of recovery.
+        fail::fail_point!("node::recovery::frame", |_| Err(anyhow::anyhow!(
+            "recovery stopped by failpoint"
+        )));
+        if since_cut >= cut_every && recovery.mined > 0 {
+            runtime.block_on(core.run_cut());
+            recovery.cuts += 1;
+            ::metrics::counter!(metrics::RECOVERY_CUTS).increment(1);
+            since_cut = 0;
+        }
+        since_cut += frame.payload().len() as u64;
         let tenant = frame.tenant.as_str().to_owned();
         let label = match frame.mode {
             ReplayMode::Skipped => "skipped",
@@ -307,6 +376,13 @@ fn recover(core: &Arc<Core>) -> anyhow::Result<Recovery> {
             _ => {
                 let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
                 let lsn = frame.lsn;
+                // Above the frontier: the store may hold these records already (the crash came
+                // after their put and before the stamp).
+                ::metrics::counter!(
+                    ourios_sinks::metrics::SINK_DUPLICATES,
+                    "cause" => "crash_replay"
+                )
+                .increment(lines.len() as u64);
                 // A miner panic here is held and counted like one on the live path.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     core.mine_batch_ordered(&tenant, &state, lsn, &lines);
@@ -314,6 +390,11 @@ fn recover(core: &Arc<Core>) -> anyhow::Result<Recovery> {
                 recovery.mined += 1;
             }
         }
+    }
+    for state in regenerating {
+        // Release: pairs with the capture's Acquire; regeneration is over for every tenant
+        // (nothing else mines yet: the server starts after recovery).
+        state.in_flight.store(0, Ordering::Release);
     }
     Ok(recovery)
 }

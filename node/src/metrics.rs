@@ -25,3 +25,5 @@ pub const LATCH_GENERATION: &str = "ourios.barrier.latch_generation";
 pub const BARRIER_EPOCH: &str = "ourios.barrier.epoch";
 /// Counter: frames replayed on start, label `mode` (`skipped`, `regeneration_only`, `normal`).
 pub const RECOVERY_FRAMES: &str = "ourios.recovery.frames";
+/// Counter: cuts run by recovery (every `RECOVERY_CUT_BYTES` replayed, and once after it).
+pub const RECOVERY_CUTS: &str = "ourios.recovery.cuts";

@@ -508,14 +508,13 @@ struct StoreContents {
     copies: HashMap<(String, String), Vec<Result<String, String>>>,
     /// Records without a line key.
     unkeyed: usize,
-    /// Template versions whose text differs between audit events, and unexpected events.
+    /// Template keys that name two texts, and unexpected events.
     conflicts: Vec<String>,
 }
 
 /// Every record in the store by its line key, with its body. A body is the record's kept
-/// `body`, or the template version it names (from the audit events in the store; the newest
-/// older one if only that is there) rebuilt with its params: a record whose template has no
-/// durable audit event breaks I3 and shows up as an `Err`.
+/// `body`, or the text its template key names in the audit series rebuilt with its params: a
+/// record whose key has no durable definition breaks I3 and shows up as an `Err`.
 fn read_store(data: &Path) -> StoreContents {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
@@ -531,41 +530,26 @@ fn read_store(data: &Path) -> StoreContents {
             .expect("reading audit events");
         (r, e)
     });
-    let mut templates: BTreeMap<(String, u64, u32), String> = BTreeMap::new();
     let mut conflicts = Vec::new();
-    for (_, event) in events {
-        let (id, version, text) = match event.kind {
-            AuditKind::TemplateCreated {
-                template_id,
-                version,
-                template,
-            } => (template_id, version, template),
-            AuditKind::TemplateWidened {
-                template_id,
-                new_version,
-                new_template,
-                ..
-            } => (template_id, new_version, new_template),
-            AuditKind::RecordQuarantined { record_id, .. } => {
-                conflicts.push(format!("unexpected quarantine of {record_id:?}"));
-                continue;
-            }
-        };
-        let key = (event.tenant.as_str().to_owned(), id, version);
-        match templates.get(&key) {
-            Some(old) if *old != text => {
-                conflicts.push(format!("{key:?}: `{old}` vs `{text}`"));
-            }
-            Some(_) => {}
-            None => {
-                templates.insert(key, text);
-            }
+    for (_, event) in &events {
+        if let AuditKind::RecordQuarantined { record_id, .. } = &event.kind {
+            conflicts.push(format!("unexpected quarantine of {record_id:?}"));
         }
     }
+    // The reader's join: (tenant, template key) -> the one text the key names.
+    let texts = ourios_sinks::template_texts(events.iter().map(|(_, e)| e)).unwrap_or_else(|c| {
+        conflicts.extend(c);
+        Default::default()
+    });
     // Parsed once: a store holds far more records than template versions.
-    let templates: BTreeMap<(String, u64, u32), Result<Template, String>> = templates
+    let templates: BTreeMap<(String, [u8; 16]), Result<Template, String>> = texts
         .into_iter()
-        .map(|(k, t)| (k, Template::parse(&t).map_err(|e| e.to_string())))
+        .map(|((t, k), text)| {
+            (
+                (t.as_str().to_owned(), k),
+                Template::parse(&text).map_err(|e| e.to_string()),
+            )
+        })
         .collect();
     let mut copies: HashMap<(String, String), Vec<Result<String, String>>> = HashMap::new();
     let mut unkeyed = 0;
@@ -583,29 +567,18 @@ fn read_store(data: &Path) -> StoreContents {
         let body = match r.body {
             Some(b) => Ok(b),
             None => {
-                // The version the record names; the newest older one if only that is known.
-                let text = templates
-                    .range(
-                        (tenant.clone(), r.template_id, 0)
-                            ..=(tenant.clone(), r.template_id, r.template_version),
-                    )
-                    .next_back()
-                    .map(|(_, t)| t);
-                let rebuilt = match text {
-                    None => Err("no audit event for its template".to_owned()),
+                let rebuilt = match templates.get(&(tenant.clone(), r.template_key)) {
+                    None => Err("no definition of its template key in the audit series".to_owned()),
                     Some(Err(e)) => Err(e.clone()),
                     Some(Ok(t)) => t.reconstruct(&r.params).map_err(|e| e.to_string()),
                 };
                 rebuilt.map_err(|e| {
-                    let known: Vec<(u64, u32)> = templates
-                        .keys()
-                        .filter(|(t, _, _)| *t == tenant)
-                        .map(|(_, id, v)| (*id, *v))
-                        .collect();
                     format!(
-                        "{tenant} {:?} template {} v{}: {e} (template versions of {tenant} with \
-                         an audit event in the store: {known:?})",
-                        r.id, r.template_id, r.template_version
+                        "{tenant} {:?} template key {} (id {} v{}): {e}",
+                        r.id,
+                        ourios_sinks::hex(&r.template_key),
+                        r.template_id,
+                        r.template_version
                     )
                 })
             }

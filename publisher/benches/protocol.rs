@@ -43,6 +43,7 @@ fn records(watermark: u64) -> Vec<Vec<LogRecord>> {
                     observed_time_unix_nano: T0 + p * HOUR,
                     severity_number: 9,
                     severity_text: "INFO".into(),
+                    template_key: [1; 16],
                     template_id: 1,
                     template_version: 1,
                     params: vec![format!("{i}"), format!("10.0.{}.{}", p, i % 250)],
@@ -114,6 +115,7 @@ impl Protocol {
             tenant: Tenant::new("bench"),
             timestamp_unix_nanos: T0 as i128,
             kind: AuditKind::TemplateCreated {
+                template_key: [1; 16],
                 template_id: 1,
                 version: 1,
                 template: "user <*> from <IPV4>".into(),
@@ -129,6 +131,7 @@ fn direct(rt: &tokio::runtime::Runtime, store: &InMemory, parts: &[Vec<LogRecord
         tenant: Tenant::new("bench"),
         timestamp_unix_nanos: T0 as i128,
         kind: AuditKind::TemplateCreated {
+            template_key: [1; 16],
             template_id: 1,
             version: 1,
             template: "user <*> from <IPV4>".into(),

@@ -32,6 +32,8 @@ pub struct AuditEvent {
 pub enum AuditKind {
     /// A new template.
     TemplateCreated {
+        /// The key of its text.
+        template_key: [u8; 16],
         /// Its id.
         template_id: u64,
         /// Its first version.
@@ -41,6 +43,8 @@ pub enum AuditKind {
     },
     /// A template widened (its text generalised).
     TemplateWidened {
+        /// The key of the text after.
+        template_key: [u8; 16],
         /// Its id.
         template_id: u64,
         /// The version before.
@@ -51,6 +55,18 @@ pub enum AuditKind {
         old_template: String,
         /// The text after.
         new_template: String,
+    },
+    /// The definition of a key whose template existed before this process emitted anything for
+    /// it (restored, regenerated): repeated byte for byte when the store has it already.
+    TemplateDefined {
+        /// The key.
+        template_key: [u8; 16],
+        /// The template's id in the miner that emitted it (lineage).
+        template_id: u64,
+        /// Its version in that miner (lineage).
+        version: u32,
+        /// The text the key names.
+        template: String,
     },
     /// A record the sink can never encode (RFC 0025 §3.3): the operator's pointer to it (the
     /// record itself stays in the WAL).
@@ -65,11 +81,35 @@ pub enum AuditKind {
 }
 
 impl AuditKind {
-    /// The `kind` column value: `template_created`, `template_widened`, `record_quarantined`.
+    /// The template key this event defines and its text (`None` for a quarantine).
+    pub fn definition(&self) -> Option<([u8; 16], &str)> {
+        match self {
+            Self::TemplateCreated {
+                template_key,
+                template,
+                ..
+            }
+            | Self::TemplateDefined {
+                template_key,
+                template,
+                ..
+            } => Some((*template_key, template)),
+            Self::TemplateWidened {
+                template_key,
+                new_template,
+                ..
+            } => Some((*template_key, new_template)),
+            Self::RecordQuarantined { .. } => None,
+        }
+    }
+
+    /// The `kind` column value: `template_created`, `template_widened`, `template_defined`,
+    /// `record_quarantined`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::TemplateCreated { .. } => "template_created",
             Self::TemplateWidened { .. } => "template_widened",
+            Self::TemplateDefined { .. } => "template_defined",
             Self::RecordQuarantined { .. } => "record_quarantined",
         }
     }
@@ -109,6 +149,9 @@ pub struct AuditSinkConfig {
     pub zstd: bool,
     /// Key prefix in the store (may be empty); objects go under `<prefix>/audit/...`.
     pub prefix: String,
+    /// The first sequence number handed out is `seq_base + 1`. A node reserves a range per
+    /// process, so a restarted node never reuses a number an earlier process wrote.
+    pub seq_base: u64,
 }
 
 impl Default for AuditSinkConfig {
@@ -116,6 +159,7 @@ impl Default for AuditSinkConfig {
         Self {
             zstd: true,
             prefix: String::new(),
+            seq_base: 0,
         }
     }
 }
@@ -238,12 +282,16 @@ pub struct SharedParquetAuditSink {
 impl SharedParquetAuditSink {
     /// A sink writing to `store` under `config.prefix`.
     pub fn new(store: Arc<dyn ObjectStore>, config: AuditSinkConfig) -> Self {
+        let last_seq = config.seq_base;
         Self {
             inner: Arc::new(AuditInner {
                 store,
                 config,
                 terminal: TerminalSet::default(),
-                state: Mutex::new(AuditState::default()),
+                state: Mutex::new(AuditState {
+                    last_seq,
+                    ..AuditState::default()
+                }),
             }),
         }
     }
@@ -252,7 +300,8 @@ impl SharedParquetAuditSink {
         &self.inner.terminal
     }
 
-    /// Buffer `event`; returns its sequence number (global, monotonic, starting at 1).
+    /// Buffer `event`; returns its sequence number (global, monotonic, starting at
+    /// `seq_base + 1`).
     pub fn emit(&self, event: AuditEvent) -> u64 {
         let mut st = lock(&self.inner.state);
         st.last_seq += 1;

@@ -38,9 +38,12 @@ pub mod columns {
     pub const SEVERITY_NUMBER: &str = "severity_number";
     /// OTLP severity text (Utf8).
     pub const SEVERITY_TEXT: &str = "severity_text";
-    /// Template id (UInt64).
+    /// Content-addressed key of the record's template text (FixedSizeBinary(16)): join it to
+    /// the audit series' `template_key` of the same tenant.
+    pub const TEMPLATE_KEY: &str = "template_key";
+    /// Template id (UInt64, lineage).
     pub const TEMPLATE_ID: &str = "template_id";
-    /// Template version (UInt32).
+    /// Template version (UInt32, lineage).
     pub const TEMPLATE_VERSION: &str = "template_version";
     /// Template parameters (`List<Utf8>`).
     pub const PARAMS: &str = "params";
@@ -192,9 +195,11 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         }
         params.append(true);
     }
+    let mut template_key = FixedSizeBinaryBuilder::with_capacity(records.len(), 16);
     let mut trace = FixedSizeBinaryBuilder::new(16);
     let mut span = FixedSizeBinaryBuilder::new(8);
     for r in records {
+        template_key.append_value(r.template_key)?;
         match &r.trace_id {
             Some(id) => trace.append_value(id)?,
             None => trace.append_null(),
@@ -248,6 +253,11 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
             Arc::new(StringArray::from_iter_values(
                 records.iter().map(|r| r.severity_text.as_str()),
             )),
+            false,
+        ),
+        (
+            columns::TEMPLATE_KEY,
+            Arc::new(template_key.finish()),
             false,
         ),
         (
@@ -340,8 +350,12 @@ pub mod audit_columns {
     pub const TENANT: &str = "tenant";
     /// Event time (Timestamp ns, UTC).
     pub const TIMESTAMP: &str = "timestamp";
-    /// `template_created`, `template_widened` or `record_quarantined` (Utf8).
+    /// `template_created`, `template_widened`, `template_defined` or `record_quarantined`
+    /// (Utf8).
     pub const KIND: &str = "kind";
+    /// The key of the template text the event defines (nullable FixedSizeBinary(16); null for
+    /// a quarantine). A key names one text forever: readers take distinct (tenant, key) rows.
+    pub const TEMPLATE_KEY: &str = "template_key";
     /// Template id (nullable UInt64).
     pub const TEMPLATE_ID: &str = "template_id";
     /// Template version created, or the new version of a widening (nullable UInt32).
@@ -369,6 +383,7 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
     let n = events.len();
     let mut ts = Vec::with_capacity(n);
     let mut kind = Vec::with_capacity(n);
+    let mut template_key = FixedSizeBinaryBuilder::with_capacity(n, 16);
     let mut template_id = Vec::with_capacity(n);
     let mut version = Vec::with_capacity(n);
     let mut old_version = Vec::with_capacity(n);
@@ -381,11 +396,22 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
     for (_, e) in events {
         ts.push(i64::try_from(e.timestamp_unix_nanos).ok());
         kind.push(e.kind.name());
+        match e.kind.definition() {
+            Some((k, _)) => template_key.append_value(k)?,
+            None => template_key.append_null(),
+        }
         match &e.kind {
             AuditKind::TemplateCreated {
                 template_id: id,
                 version: v,
                 template: t,
+                ..
+            }
+            | AuditKind::TemplateDefined {
+                template_id: id,
+                version: v,
+                template: t,
+                ..
             } => {
                 template_id.push(Some(*id));
                 version.push(Some(*v));
@@ -403,6 +429,7 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
                 new_version: nv,
                 old_template: ot,
                 new_template: nt,
+                ..
             } => {
                 template_id.push(Some(*id));
                 version.push(Some(*nv));
@@ -455,6 +482,11 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
             audit_columns::KIND,
             Arc::new(StringArray::from_iter_values(kind)),
             false,
+        ),
+        (
+            audit_columns::TEMPLATE_KEY,
+            Arc::new(template_key.finish()),
+            true,
         ),
         (
             audit_columns::TEMPLATE_ID,

@@ -31,6 +31,7 @@
 
 mod audit;
 mod encode;
+mod local;
 pub mod metrics;
 mod read;
 mod records;
@@ -49,7 +50,11 @@ pub use encode::{
     EncodeError, audit_columns, columns, encode_audit, encode_records, find_poisoned,
     validate_record,
 };
-pub use read::{ReadError, list_objects, read_audit_events, read_record_ids, read_records};
+pub use local::{DirSync, DurableLocalStore, FsyncDir, remove_staging_files};
+pub use read::{
+    ReadError, TemplateTexts, hex, list_objects, read_audit_events, read_record_ids, read_records,
+    template_texts,
+};
 pub use records::{
     AppendOutcome, PartitionInfo, PublishFailure, PublishReport, RecordSinkConfig,
     SharedParquetSink,

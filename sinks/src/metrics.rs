@@ -10,6 +10,11 @@ pub const SINK_REQUEUES: &str = "ourios.sink.requeues";
 /// Counter: puts that were in flight when a handle unwound (the store may have accepted them:
 /// possible duplicates), label `consumer`.
 pub const SINK_AMBIGUOUS_PUTS: &str = "ourios.sink.ambiguous_puts";
+/// Counter: rows written that may repeat rows already in the store, label `cause`:
+/// `audit_replay` (a template key defined again after a restart; the same key and text, so
+/// readers taking distinct keys see one) or `crash_replay` (records of frames above a tenant's
+/// frontier republished by recovery; readers deduplicate on the record id).
+pub const SINK_DUPLICATES: &str = "ourios.sink.duplicates";
 /// Counter: partitions parked back into the record buffer by a worker whose enqueue failed.
 pub const SINK_PARKS: &str = "ourios.sink.parks";
 /// Counter: successful puts, label `consumer`.

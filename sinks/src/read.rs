@@ -177,6 +177,10 @@ pub async fn read_records(
                 .as_primitive_opt::<Int32Type>()
                 .ok_or_else(|| c.err(rc::SEVERITY_NUMBER))?;
             let sev_text = c.str(rc::SEVERITY_TEXT)?;
+            let tkey = c
+                .get(rc::TEMPLATE_KEY)?
+                .as_fixed_size_binary_opt()
+                .ok_or_else(|| c.err(rc::TEMPLATE_KEY))?;
             let tid = c.u64(rc::TEMPLATE_ID)?;
             let tver = c.u32(rc::TEMPLATE_VERSION)?;
             let params = c
@@ -213,6 +217,7 @@ pub async fn read_records(
                     observed_time_unix_nano: u64::try_from(observed.value(i)).unwrap_or(0),
                     severity_number: sev.value(i),
                     severity_text: sev_text.value(i).to_owned(),
+                    template_key: tkey.value(i).try_into().unwrap_or([0; 16]),
                     template_id: tid.value(i),
                     template_version: tver.value(i),
                     params: (0..p.len()).map(|j| p.value(j).to_owned()).collect(),
@@ -254,6 +259,10 @@ pub async fn read_audit_events(
             let tenant = c.str(ac::TENANT)?;
             let ts = c.ts(ac::TIMESTAMP)?;
             let kind = c.str(ac::KIND)?;
+            let tkey = c
+                .get(ac::TEMPLATE_KEY)?
+                .as_fixed_size_binary_opt()
+                .ok_or_else(|| c.err(ac::TEMPLATE_KEY))?;
             let tid = c.u64(ac::TEMPLATE_ID)?;
             let ver = c.u32(ac::TEMPLATE_VERSION)?;
             let old_ver = c.u32(ac::OLD_TEMPLATE_VERSION)?;
@@ -264,13 +273,26 @@ pub async fn read_audit_events(
             let key = c.str(ac::PARTITION_KEY)?;
             let error = c.str(ac::ERROR)?;
             for i in 0..batch.num_rows() {
+                let template_key: [u8; 16] = if tkey.is_valid(i) {
+                    tkey.value(i).try_into().unwrap_or([0; 16])
+                } else {
+                    [0; 16]
+                };
                 let kind = match kind.value(i) {
                     "template_created" => AuditKind::TemplateCreated {
+                        template_key,
+                        template_id: tid.value(i),
+                        version: ver.value(i),
+                        template: tmpl.value(i).to_owned(),
+                    },
+                    "template_defined" => AuditKind::TemplateDefined {
+                        template_key,
                         template_id: tid.value(i),
                         version: ver.value(i),
                         template: tmpl.value(i).to_owned(),
                     },
                     "template_widened" => AuditKind::TemplateWidened {
+                        template_key,
                         template_id: tid.value(i),
                         old_version: old_ver.value(i),
                         new_version: ver.value(i),
@@ -298,4 +320,48 @@ pub async fn read_audit_events(
         }
     }
     Ok(out)
+}
+
+/// A tenant's template texts by key, read from the audit series.
+pub type TemplateTexts = std::collections::BTreeMap<(Tenant, [u8; 16]), String>;
+
+/// How a reader joins records to their templates: every (tenant, key) the audit `events` define,
+/// with its text. A key defined twice with the same text (a replayed definition) counts once;
+/// a key defined with two different texts is returned in the error with both texts, since no
+/// record naming it could be rebuilt with confidence (it never happens unless a store mixes in
+/// objects written under another key scheme).
+pub fn template_texts<'e>(
+    events: impl IntoIterator<Item = &'e AuditEvent>,
+) -> Result<TemplateTexts, Vec<String>> {
+    let mut texts = TemplateTexts::new();
+    let mut conflicts = Vec::new();
+    for event in events {
+        let Some((key, text)) = event.kind.definition() else {
+            continue;
+        };
+        match texts.entry((event.tenant.clone(), key)) {
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(text.to_owned());
+            }
+            std::collections::btree_map::Entry::Occupied(o) if o.get() != text => {
+                conflicts.push(format!(
+                    "tenant {} key {}: `{}` and `{text}`",
+                    event.tenant,
+                    hex(&key),
+                    o.get()
+                ));
+            }
+            std::collections::btree_map::Entry::Occupied(_) => {}
+        }
+    }
+    if conflicts.is_empty() {
+        Ok(texts)
+    } else {
+        Err(conflicts)
+    }
+}
+
+/// Lower-case hex of a key, as operators see it.
+pub fn hex(key: &[u8; 16]) -> String {
+    key.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -4,9 +4,10 @@ use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use object_store::ObjectStore;
-use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::path::Path;
+
+use crate::local::DurableLocalStore;
 
 use crate::sync::{Arc, AtomicU64, OnceLock, Ordering};
 
@@ -21,8 +22,8 @@ pub enum StoreError {
         /// What is supported.
         hint: &'static str,
     },
-    /// The local directory could not be created.
-    #[error("cannot create store directory {path}: {source}")]
+    /// The local directory could not be created, resolved or synced.
+    #[error("cannot create store directory {path}")]
     CreateDir {
         /// The directory.
         path: String,
@@ -42,7 +43,8 @@ pub enum StoreError {
 /// Build the store a URL names.
 ///
 /// - `memory://` : a fresh in-memory store (tests, benchmarks).
-/// - `file:///abs/dir` : a local directory, created if missing; object keys live below it.
+/// - `file:///abs/dir` : a local directory, created if missing; object keys live below it. A
+///   put returns once the object and its directory chain are synced ([`DurableLocalStore`]).
 /// - `s3://bucket[/prefix]` : Amazon S3 or a compatible server, configured from the usual
 ///   `AWS_*` environment variables; keys live below `prefix`. Only with the `aws` feature.
 pub fn store_from_url(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
@@ -57,13 +59,11 @@ pub fn store_from_url(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
                 hint: "file urls need an absolute path (file:///dir)",
             });
         }
-        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-            path: dir.to_owned(),
-            source,
-        })?;
-        let fs = LocalFileSystem::new_with_prefix(dir).map_err(|source| StoreError::Build {
-            url: url.to_owned(),
-            source,
+        let fs = DurableLocalStore::new(std::path::Path::new(dir)).map_err(|source| {
+            StoreError::CreateDir {
+                path: dir.to_owned(),
+                source,
+            }
         })?;
         return Ok(Arc::new(fs));
     }

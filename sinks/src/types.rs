@@ -74,7 +74,11 @@ pub struct LogRecord {
     pub severity_number: i32,
     /// OTLP severity text.
     pub severity_text: String,
-    /// Template the miner matched.
+    /// Content-addressed key of the template text the miner matched (what a reader joins the
+    /// audit series on): the same text always has the same key, and a key never names two
+    /// texts, whatever happened to the miner's state.
+    pub template_key: [u8; 16],
+    /// Template the miner matched (lineage: the id depends on the miner's history).
     pub template_id: u64,
     /// Template version at mining time.
     pub template_version: u32,

@@ -18,8 +18,8 @@ and for the whole store:
 - DuckDB's count over the glob equals the per-object sum;
 - the distinct record ids are exactly `--expect-records` many (duplicates are allowed: the
   store is at-least-once), from exactly the `--expect-tenants` tenants;
-- every record's (tenant, template_id, template_version) has an audit event that created or
-  widened it (audit before records, I3, as the final state shows it).
+- every record's (tenant, template_key) has an audit event that defines it (audit before
+  records, I3, as the final state shows it), and no key names two template texts.
 
 Prints one line per failure, then `interop: <n> passed, <m> failed`; exits 1 when anything
 failed or nothing was read, 2 on bad usage or a missing reader.
@@ -62,6 +62,7 @@ RECORD_COLUMNS = {
     "observed_time": TS,
     "severity_number": pa.int32(),
     "severity_text": STRING,
+    "template_key": pa.binary(16),
     "template_id": pa.uint64(),
     "template_version": pa.uint32(),
     "params": pa.list_(STRING),
@@ -76,6 +77,7 @@ AUDIT_COLUMNS = {
     "tenant": STRING,
     "timestamp": TS,
     "kind": STRING,
+    "template_key": pa.binary(16),
     "template_id": pa.uint64(),
     "template_version": pa.uint32(),
     "old_template_version": pa.uint32(),
@@ -87,9 +89,11 @@ AUDIT_COLUMNS = {
     "error": STRING,
 }
 # The columns whose values both readers must agree on, row by row (compared sorted).
-RECORD_ROW = ["tenant", "record_lsn", "record_index", "template_id", "template_version",
+RECORD_ROW = ["tenant", "record_lsn", "record_index", "template_key", "template_id",
+              "template_version",
               "params", "body", "severity_number"]
-AUDIT_ROW = ["seq", "tenant", "kind", "template_id", "template_version", "template"]
+AUDIT_ROW = ["seq", "tenant", "kind", "template_key", "template_id", "template_version",
+             "template"]
 
 
 class Tally:
@@ -210,8 +214,9 @@ def main() -> int:
     files = {"records": 0, "audit": 0}
     ids: set[tuple[int, int]] = set()
     tenants: set[str] = set()
-    versions: set[tuple[str, int, int]] = set()
-    record_templates: set[tuple[str, int, int]] = set()
+    definitions: dict[tuple[str, bytes], str] = {}
+    conflicts: list[str] = []
+    record_templates: set[tuple[str, bytes]] = set()
     for kind in ("records", "audit"):
         paths = sorted((root / kind).glob("**/*.parquet"))
         tally.check(bool(paths), f"no {kind}/**/*.parquet below {root}")
@@ -222,18 +227,19 @@ def main() -> int:
                 continue
             rows[kind] += table.num_rows
             cols = {c: table.column(c).to_pylist()
-                    for c in ("tenant", "record_lsn", "record_index", "template_id",
-                              "template_version", "kind") if c in table.schema.names}
+                    for c in ("tenant", "record_lsn", "record_index", "template_key",
+                              "template", "kind") if c in table.schema.names}
             if kind == "records":
                 ids.update(zip(cols["record_lsn"], cols["record_index"]))
                 tenants.update(cols["tenant"])
-                record_templates.update(
-                    zip(cols["tenant"], cols["template_id"], cols["template_version"]))
+                record_templates.update(zip(cols["tenant"], cols["template_key"]))
             else:
-                for tenant, k, tid, ver in zip(cols["tenant"], cols["kind"],
-                                               cols["template_id"], cols["template_version"]):
-                    if k in ("template_created", "template_widened"):
-                        versions.add((tenant, tid, ver))
+                for tenant, k, key, text in zip(cols["tenant"], cols["kind"],
+                                                cols["template_key"], cols["template"]):
+                    if k in ("template_created", "template_widened", "template_defined"):
+                        old = definitions.setdefault((tenant, key), text)
+                        if old != text:
+                            conflicts.append(f"{tenant} {key.hex()}: {old!r} and {text!r}")
         if files[kind]:
             glob = sql_string(root / kind / "**" / "*.parquet")
             try:
@@ -252,9 +258,10 @@ def main() -> int:
     if args.expect_tenants is not None:
         want = set(filter(None, args.expect_tenants.split(",")))
         tally.check(tenants == want, f"record tenants {sorted(tenants)}, expected {sorted(want)}")
-    uncovered = sorted(record_templates - versions)
+    uncovered = sorted(record_templates - definitions.keys())
     tally.check(not uncovered,
-                f"records whose (tenant, template_id, version) has no audit event: {uncovered[:5]}")
+                f"records whose (tenant, template_key) has no audit definition: {uncovered[:5]}")
+    tally.check(not conflicts, f"template keys naming two texts: {conflicts[:5]}")
 
     print(f"interop: read {rows['records']} record rows ({len(ids)} distinct ids, "
           f"{len(tenants)} tenants) in {files['records']} objects and {rows['audit']} audit rows "

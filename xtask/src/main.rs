@@ -131,6 +131,7 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     step("rfc 0054", || rfc::run(root, "0054", false))?;
     step("rfc 0056", || rfc::run(root, "0056", false))?;
+    step("rfc 0057", || rfc::run(root, "0057", false))?;
     step("interop", || interop_in_ci(root))?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())

@@ -54,6 +54,9 @@ proptest! {
                             prop_assert_eq!(*new_version, v0 + 1);
                             prop_assert_eq!(old_template, t0);
                         }
+                        AuditEventKind::TemplateDefined { .. } => {
+                            prop_assert!(false, "a fresh miner defines its keys through its changes");
+                        }
                     }
                     prop_assert_eq!(mined.record.template_version, *version);
                 }
@@ -76,13 +79,14 @@ fn audit_widening_carries_old_and_new_template() {
     let third = m.ingest("user carol logged in");
     assert!(matches!(
         first.event.as_ref().map(|e| &e.kind),
-        Some(AuditEventKind::TemplateCreated { template_id: 1, version: 1, template }) if template == "user alice logged in"
+        Some(AuditEventKind::TemplateCreated { template_id: 1, version: 1, template, .. }) if template == "user alice logged in"
     ));
     let widened = second.event.expect("the second line widens");
     assert_eq!(widened.seq, 2);
     assert_eq!(
         widened.kind,
         AuditEventKind::TemplateWidened {
+            template_key: ourios_miner::TemplateKey::of("tenant-a", "user <*> logged in"),
             template_id: 1,
             old_version: 1,
             new_version: 2,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ourios_miner::{Clock, Mined, MinerConfig, TenantMiner};
+use ourios_miner::{AuditEventKind, Clock, Mined, MinerConfig, Template, TemplateKey, TenantMiner};
 use proptest::prelude::*;
 
 /// A clock that reads `start`, `start + step`, `start + 2 * step`... one tick per read.
@@ -89,6 +89,64 @@ pub(crate) fn without_timestamps(mut mined: Vec<Mined>) -> Vec<Mined> {
         }
     }
     mined
+}
+
+/// The template changes only: definitions dropped, timestamps zeroed. A restored miner emits
+/// the definitions an uninterrupted one does not (and reads its clock for them).
+pub(crate) fn changes_only(mut mined: Vec<Mined>) -> Vec<Mined> {
+    for m in &mut mined {
+        if m.event
+            .as_ref()
+            .is_some_and(|e| matches!(e.kind, AuditEventKind::TemplateDefined { .. }))
+        {
+            m.event = None;
+        }
+    }
+    without_timestamps(mined)
+}
+
+/// The identity promise over one process's output: every record's key was defined by an event
+/// of the same output at or before it, and every key names one text, which is the key's own
+/// (`TemplateKey::of(tenant, text)`) and rebuilds the record's line from its params.
+pub(crate) fn every_key_defined(
+    tenant: &str,
+    lines: &[String],
+    mined: &[Mined],
+) -> Result<(), String> {
+    let mut texts: std::collections::HashMap<TemplateKey, String> = Default::default();
+    for (line, m) in lines.iter().zip(mined) {
+        if let Some(e) = &m.event {
+            let (key, text) = (e.template_key(), e.template().to_owned());
+            if key != TemplateKey::of(tenant, &text) {
+                return Err(format!("event key {key} is not the key of `{text}`"));
+            }
+            if let Some(old) = texts.insert(key, text.clone()) {
+                if old != text {
+                    return Err(format!("key {key} names `{old}` and `{text}`"));
+                }
+            }
+        }
+        let Some(text) = texts.get(&m.record.template_key) else {
+            return Err(format!(
+                "record of `{line}` names undefined key {}",
+                m.record.template_key
+            ));
+        };
+        let rebuilt = match &m.record.body {
+            Some(body) => body.clone(),
+            None => Template::parse(text)
+                .map_err(|e| e.to_string())?
+                .reconstruct(&m.record.params)
+                .map_err(|e| e.to_string())?,
+        };
+        if &rebuilt != line {
+            return Err(format!(
+                "`{line}` rebuilt as `{rebuilt}` from key {}",
+                m.record.template_key
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn word() -> impl Strategy<Value = String> {

@@ -5,7 +5,9 @@
 mod barrier;
 mod cadence;
 mod e2e;
+mod identity;
 mod latch;
 mod pool;
+mod recovery;
 mod support;
 mod terminal;

@@ -44,6 +44,17 @@ pub(crate) fn config(dir: &Path, tweak: impl FnOnce(&mut ServeArgs)) -> Config {
     Config::resolve(&args).expect("test configuration is valid")
 }
 
+/// Stops `node` the way a crash does, as far as a process can to itself: no final cut, no
+/// flush; returns once its WAL (and the directory lock) is released.
+pub(crate) async fn crash(node: Node) {
+    let wal = Arc::downgrade(node.core.wal());
+    drop(node);
+    wait_until("the crashed node's WAL is released", || {
+        wal.strong_count() == 0
+    })
+    .await;
+}
+
 /// Starts a node on `config` over `store` (metrics installed, so `/metrics` can be scraped).
 pub(crate) async fn start(config: Config, store: &FaultyStore) -> Node {
     Node::start(
@@ -52,6 +63,7 @@ pub(crate) async fn start(config: Config, store: &FaultyStore) -> Node {
             store: Some(store.as_dyn()),
             clock: None,
             install_metrics: true,
+            recovery_cut_bytes: None,
         },
     )
     .await
@@ -395,64 +407,31 @@ impl FailGate {
 }
 
 /// Every record in the store keyed by (tenant, id), with its body rebuilt from the audit
-/// events in the store: the newest template version of its template id at or below its
-/// `template_version`, reconstructed from its params (or its kept `body`). Panics if a record
-/// has no template event in the store (I3) or two copies of a record disagree.
+/// events in the store, the way a reader does it: join the record's (tenant, `template_key`)
+/// to the definitions in the audit series, rebuild from its params (or take its kept `body`).
+/// Panics if a key names two texts, a record's key has no definition in the store (I3), or
+/// two copies of a record disagree.
 pub(crate) async fn records_with_bodies(
     store: &FaultyStore,
 ) -> BTreeMap<(String, RecordId), (ourios_sinks::LogRecord, String)> {
-    let mut templates: BTreeMap<(String, u64), BTreeMap<u32, String>> = BTreeMap::new();
-    for (_, event) in ourios_sinks::read_audit_events(store.inner(), "")
+    let events = ourios_sinks::read_audit_events(store.inner(), "")
         .await
-        .expect("audit events read back")
-    {
-        let tenant = event.tenant.as_str().to_owned();
-        match event.kind {
-            ourios_sinks::AuditKind::TemplateCreated {
-                template_id,
-                version,
-                template,
-            } => {
-                templates
-                    .entry((tenant, template_id))
-                    .or_default()
-                    .insert(version, template);
-            }
-            ourios_sinks::AuditKind::TemplateWidened {
-                template_id,
-                new_version,
-                new_template,
-                ..
-            } => {
-                templates
-                    .entry((tenant, template_id))
-                    .or_default()
-                    .insert(new_version, new_template);
-            }
-            ourios_sinks::AuditKind::RecordQuarantined { .. } => {}
-        }
-    }
+        .expect("audit events read back");
+    let texts = ourios_sinks::template_texts(events.iter().map(|(_, e)| e))
+        .unwrap_or_else(|conflicts| panic!("keys naming two texts: {conflicts:?}"));
     let mut out = BTreeMap::new();
     for record in ourios_sinks::read_records(store.inner(), "")
         .await
         .expect("records read back")
     {
         let tenant = record.tenant.as_str().to_owned();
-        let versions = templates
-            .get(&(tenant.clone(), record.template_id))
+        let text = texts
+            .get(&(record.tenant.clone(), record.template_key))
             .unwrap_or_else(|| {
                 panic!(
-                    "record {:?} of {tenant}: no event for template {} in the store",
-                    record.id, record.template_id
-                )
-            });
-        let (_, text) = versions
-            .range(..=record.template_version)
-            .next_back()
-            .unwrap_or_else(|| {
-                panic!(
-                    "record {:?}: no version <= {} of template {}",
-                    record.id, record.template_version, record.template_id
+                    "record {:?} of {tenant}: no definition of its template key {} in the store",
+                    record.id,
+                    ourios_sinks::hex(&record.template_key)
                 )
             });
         let body = match &record.body {

@@ -95,6 +95,7 @@ impl Rig {
             tenant: Tenant::new(tenant),
             timestamp_unix_nanos: ts,
             kind: AuditKind::TemplateCreated {
+                template_key: [template_id as u8; 16],
                 template_id,
                 version: 1,
                 template: format!("t{template_id} <*>"),
@@ -252,6 +253,7 @@ pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u
         observed_time_unix_nano: time,
         severity_number: 9,
         severity_text: "INFO".into(),
+        template_key: [1; 16],
         template_id: 1,
         template_version: 1,
         params: vec![format!("{lsn}-{index}")],

@@ -217,6 +217,7 @@ fn audit_parquet_roundtrips_every_kind() {
         tenant: Tenant::new("a"),
         timestamp_unix_nanos: i128::from(T0) + 5,
         kind: AuditKind::TemplateWidened {
+            template_key: [3; 16],
             template_id: 3,
             old_version: 1,
             new_version: 2,

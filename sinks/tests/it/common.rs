@@ -31,6 +31,7 @@ pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64)
         observed_time_unix_nano: T0 + 1,
         severity_number: 9,
         severity_text: "INFO".into(),
+        template_key: [7; 16],
         template_id: 7,
         template_version: 1,
         params: vec![format!("p{lsn}-{index}")],
@@ -48,6 +49,7 @@ pub(crate) fn created(tenant: &str, nanos: i128, id: u64) -> AuditEvent {
         tenant: Tenant::new(tenant),
         timestamp_unix_nanos: nanos,
         kind: AuditKind::TemplateCreated {
+            template_key: [id as u8; 16],
             template_id: id,
             version: 1,
             template: format!("template <*> {id}"),
