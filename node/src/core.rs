@@ -227,6 +227,7 @@ impl Core {
                     }
                     let line = &lines[index as usize];
                     let record = log_record(
+                        self.wal.id().0,
                         &sink_tenant,
                         RecordId { lsn: lsn.0, index },
                         line,
@@ -495,6 +496,7 @@ pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
 }
 
 pub(crate) fn log_record(
+    wal_id: [u8; 16],
     tenant: &Tenant,
     id: RecordId,
     line: &Line,
@@ -508,6 +510,7 @@ pub(crate) fn log_record(
         line.observed_time_unix_nano
     };
     LogRecord {
+        wal_id,
         id,
         tenant: tenant.clone(),
         time_unix_nano: time,

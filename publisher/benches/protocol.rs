@@ -43,6 +43,7 @@ fn records(watermark: u64) -> Vec<Vec<LogRecord>> {
                     observed_time_unix_nano: T0 + p * HOUR,
                     severity_number: 9,
                     severity_text: "INFO".into(),
+                    wal_id: [0; 16],
                     template_key: [1; 16],
                     template_id: 1,
                     template_version: 1,

@@ -31,6 +31,7 @@ fn record(i: u64) -> LogRecord {
         observed_time_unix_nano: T0 + i + 17,
         severity_number: 9,
         severity_text: "INFO".into(),
+        wal_id: [0; 16],
         template_key: [1; 16],
         template_id: 1,
         template_version: 1,

@@ -26,6 +26,9 @@ use crate::types::{LogRecord, RecordId};
 pub mod columns {
     /// Tenant name (Utf8).
     pub const TENANT: &str = "tenant";
+    /// Identity of the WAL that holds the record's frame (FixedSizeBinary(16)): the record id
+    /// is (`wal_id`, `record_lsn`, `record_index`), unique across nodes sharing a store.
+    pub const WAL_ID: &str = "wal_id";
     /// WAL frame lsn of the record id (UInt64).
     pub const RECORD_LSN: &str = "record_lsn";
     /// Index within the frame of the record id (UInt32).
@@ -195,10 +198,12 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         }
         params.append(true);
     }
+    let mut wal_id = FixedSizeBinaryBuilder::with_capacity(records.len(), 16);
     let mut template_key = FixedSizeBinaryBuilder::with_capacity(records.len(), 16);
     let mut trace = FixedSizeBinaryBuilder::new(16);
     let mut span = FixedSizeBinaryBuilder::new(8);
     for r in records {
+        wal_id.append_value(r.wal_id)?;
         template_key.append_value(r.template_key)?;
         match &r.trace_id {
             Some(id) => trace.append_value(id)?,
@@ -217,6 +222,7 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
             )),
             false,
         ),
+        (columns::WAL_ID, Arc::new(wal_id.finish()), false),
         (
             columns::RECORD_LSN,
             Arc::new(UInt64Array::from_iter_values(

@@ -177,6 +177,10 @@ pub async fn read_records(
                 .as_primitive_opt::<Int32Type>()
                 .ok_or_else(|| c.err(rc::SEVERITY_NUMBER))?;
             let sev_text = c.str(rc::SEVERITY_TEXT)?;
+            let wal = c
+                .get(rc::WAL_ID)?
+                .as_fixed_size_binary_opt()
+                .ok_or_else(|| c.err(rc::WAL_ID))?;
             let tkey = c
                 .get(rc::TEMPLATE_KEY)?
                 .as_fixed_size_binary_opt()
@@ -208,6 +212,7 @@ pub async fn read_records(
                 let p = params.value(i);
                 let p = p.as_string::<i32>();
                 out.push(LogRecord {
+                    wal_id: wal.value(i).try_into().unwrap_or([0; 16]),
                     id: RecordId {
                         lsn: lsn.value(i),
                         index: index.value(i),

@@ -62,6 +62,9 @@ impl fmt::Display for RecordId {
 /// One mined log record, as the encode workers hand it to the record sink.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
+    /// Identity of the WAL the record's frame is in: with `id`, unique across nodes writing
+    /// one store.
+    pub wal_id: [u8; 16],
     /// Stable id (frame lsn, index in frame).
     pub id: RecordId,
     /// The tenant the frame belongs to.

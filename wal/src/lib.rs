@@ -24,6 +24,7 @@
 
 mod error;
 mod format;
+mod identity;
 mod io;
 mod marks;
 pub mod metrics;
@@ -38,6 +39,7 @@ pub use error::{
     AppendError, Corruption, FailStage, MarkError, OpenError, ReplayError, SegmentError, WalFailure,
 };
 pub use format::{BadFrame, FRAME_HEADER_LEN, SEGMENT_HEADER_LEN, frame_len};
+pub use identity::WalId;
 pub use io::{SegmentFile, StdIo, WalIo};
 pub use marks::{DiscardReason, DiscardedSnapshot, Marks, ReplayMode};
 pub use replay::{Replay, ReplayFrame};

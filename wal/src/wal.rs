@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{AppendError, FailStage, MarkError, OpenError, SegmentError, WalFailure};
 use crate::format::{FramePrefix, segment_header};
+use crate::identity::{self, WalId};
 use crate::io::{SegmentFile, StdIo, WalIo};
 use crate::marks::{self, DiscardedSnapshot, Marks};
 use crate::metrics as m;
@@ -307,6 +308,7 @@ pub struct Wal {
     committed: [Condvar; 2],
     log: Mutex<LogState>,
     marks: Mutex<HashMap<TenantId, Marks>>,
+    id: WalId,
     _lock: Box<dyn fmt::Debug + Send + Sync>,
 }
 
@@ -400,6 +402,7 @@ impl Wal {
             }
         })?;
 
+        let id = identity::load_or_create(&*io, &dir)?;
         let (marks, discarded) = marks::load(&*io, &tenant_dir)?;
         let scan = segment::scan(&*io, &segment_dir)?;
         let max_mark = marks
@@ -499,6 +502,7 @@ impl Wal {
                 replays_live: 0,
             }),
             marks: Mutex::new(marks),
+            id,
             _lock: dir_lock,
         };
         Ok((wal, report))
@@ -1029,6 +1033,12 @@ impl Wal {
     /// The failure that made the WAL read-only, if any.
     pub fn failure(&self) -> Option<WalFailure> {
         lock(&self.commit).failure.clone()
+    }
+
+    /// This WAL's identity: random, created with the WAL and kept in it, so
+    /// `(id, lsn, index)` names one record even when many nodes write one store.
+    pub fn id(&self) -> WalId {
+        self.id
     }
 
     /// Counters and positions. Never waits for a commit in progress.

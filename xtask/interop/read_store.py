@@ -56,6 +56,7 @@ TS = pa.timestamp("ns", tz="UTC")
 # or `+00:00`, which is what arrow-rs writes).
 RECORD_COLUMNS = {
     "tenant": STRING,
+    "wal_id": pa.binary(16),
     "record_lsn": pa.uint64(),
     "record_index": pa.uint32(),
     "time": TS,
@@ -89,7 +90,7 @@ AUDIT_COLUMNS = {
     "error": STRING,
 }
 # The columns whose values both readers must agree on, row by row (compared sorted).
-RECORD_ROW = ["tenant", "record_lsn", "record_index", "template_key", "template_id",
+RECORD_ROW = ["tenant", "wal_id", "record_lsn", "record_index", "template_key", "template_id",
               "template_version",
               "params", "body", "severity_number"]
 AUDIT_ROW = ["seq", "tenant", "kind", "template_key", "template_id", "template_version",
@@ -212,7 +213,7 @@ def main() -> int:
     con = duckdb.connect()
     rows = {"records": 0, "audit": 0}
     files = {"records": 0, "audit": 0}
-    ids: set[tuple[int, int]] = set()
+    ids: set[tuple[bytes, int, int]] = set()
     tenants: set[str] = set()
     definitions: dict[tuple[str, bytes], str] = {}
     conflicts: list[str] = []
@@ -227,10 +228,10 @@ def main() -> int:
                 continue
             rows[kind] += table.num_rows
             cols = {c: table.column(c).to_pylist()
-                    for c in ("tenant", "record_lsn", "record_index", "template_key",
+                    for c in ("tenant", "wal_id", "record_lsn", "record_index", "template_key",
                               "template", "kind") if c in table.schema.names}
             if kind == "records":
-                ids.update(zip(cols["record_lsn"], cols["record_index"]))
+                ids.update(zip(cols["wal_id"], cols["record_lsn"], cols["record_index"]))
                 tenants.update(cols["tenant"])
                 record_templates.update(zip(cols["tenant"], cols["template_key"]))
             else:

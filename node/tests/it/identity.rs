@@ -168,3 +168,65 @@ async fn identity_a_panic_mid_frame_costs_no_definition() {
         assert_every_line_rebuilds(&store, &sent).await;
     }
 }
+
+/// Proves record ids stay unique when two nodes write one tenant into one store: each node's
+/// first frame has lsn 1, so `(record_lsn, record_index)` collide, but every row also carries
+/// its WAL's identity (random, kept across a restart), and `(wal_id, lsn, index)` tells them
+/// apart. Both nodes mine the tenant independently, and every line still rebuilds from the text
+/// its key names (the two miners give one text one key).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identity_two_nodes_one_store_keep_ids_and_keys_apart() {
+    let _scenario = fail::FailScenario::setup();
+    let store = FaultyStore::new();
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let node_a = start(config(dir_a.path(), |_| {}), &store).await;
+    let node_b = start(config(dir_b.path(), |_| {}), &store).await;
+    let (id_a, id_b) = (node_a.core.wal().id(), node_b.core.wal().id());
+    assert_ne!(id_a, id_b, "each WAL draws its own identity");
+    let a_lines = ["alpha one 1", "shared line 7"];
+    let b_lines = ["gamma delta epsilon zeta 3", "shared line 8"];
+    let lsn_a = ingest(&node_a, "a", &a_lines.map(String::from)).await;
+    let lsn_b = ingest(&node_b, "a", &b_lines.map(String::from)).await;
+    assert_eq!(lsn_a, lsn_b, "both nodes' first frame: the lsns collide");
+    node_a.shutdown().await.unwrap();
+    node_b.shutdown().await.unwrap();
+
+    let node_a = start(config(dir_a.path(), |_| {}), &store).await;
+    assert_eq!(
+        node_a.core.wal().id(),
+        id_a,
+        "the identity survives a restart"
+    );
+    node_a.shutdown().await.unwrap();
+
+    let events = ourios_sinks::read_audit_events(store.inner(), "")
+        .await
+        .unwrap();
+    let texts = ourios_sinks::template_texts(events.iter().map(|(_, e)| e))
+        .unwrap_or_else(|c| panic!("keys naming two texts: {c:?}"));
+    let mut rebuilt = BTreeMap::new();
+    for r in ourios_sinks::read_records(store.inner(), "").await.unwrap() {
+        let text = &texts[&(r.tenant.clone(), r.template_key)];
+        let line = match &r.body {
+            Some(b) => b.clone(),
+            None => ourios_miner::Template::parse(text)
+                .unwrap()
+                .reconstruct(&r.params)
+                .unwrap(),
+        };
+        let old = rebuilt.insert((r.wal_id, r.id.lsn, r.id.index), line.clone());
+        assert!(old.is_none_or(|o| o == line), "one id, two lines");
+    }
+    let want: BTreeMap<_, _> = a_lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| ((id_a.0, lsn_a.0, i as u32), (*l).to_owned()))
+        .chain(
+            b_lines
+                .iter()
+                .enumerate()
+                .map(|(i, l)| ((id_b.0, lsn_b.0, i as u32), (*l).to_owned())),
+        )
+        .collect();
+    assert_eq!(rebuilt, want);
+}

@@ -253,6 +253,7 @@ pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u
         observed_time_unix_nano: time,
         severity_number: 9,
         severity_text: "INFO".into(),
+        wal_id: [0; 16],
         template_key: [1; 16],
         template_id: 1,
         template_version: 1,

@@ -31,6 +31,7 @@ pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64)
         observed_time_unix_nano: T0 + 1,
         severity_number: 9,
         severity_text: "INFO".into(),
+        wal_id: [0; 16],
         template_key: [7; 16],
         template_id: 7,
         template_version: 1,
