@@ -16,24 +16,15 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::future::Future;
 use std::io;
-use std::ops::Range;
 use std::path::{Path as FsPath, PathBuf};
-use std::pin::Pin;
 
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
-};
+use object_store::{ObjectStore, PutOptions, PutPayload, PutResult, Result};
 
+use crate::store::BoxFut;
 use crate::sync::{Arc, Mutex, lock};
-
-type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Makes a directory's entries durable.
 pub trait DirSync: Send + Sync + fmt::Debug {
@@ -203,85 +194,9 @@ impl ObjectStore for DurableLocalStore {
         Box::pin(self.durable_put(location, payload, opts))
     }
 
-    /// Multipart uploads are not used by the sinks; they get object_store's own durability
-    /// (file and destination directory synced on completion).
-    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        opts: PutMultipartOptions,
-    ) -> BoxFut<'async_trait, Result<Box<dyn MultipartUpload>>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
-
-    fn get_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        options: GetOptions,
-    ) -> BoxFut<'async_trait, Result<GetResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_opts(location, options)
-    }
-
-    fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        ranges: &'life2 [Range<u64>],
-    ) -> BoxFut<'async_trait, Result<Vec<Bytes>>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_ranges(location, ranges)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        prefix: Option<&'life1 Path>,
-    ) -> BoxFut<'async_trait, Result<ListResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 Path,
-        to: &'life2 Path,
-        options: CopyOptions,
-    ) -> BoxFut<'async_trait, Result<()>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.copy_opts(from, to, options)
-    }
+    // Multipart uploads are not used by the sinks; they get object_store's own durability
+    // (file and destination directory synced on completion).
+    crate::store::delegate_all_but_put!();
 }
 
 impl fmt::Display for DurableLocalStore {

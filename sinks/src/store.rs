@@ -201,3 +201,101 @@ pub(crate) fn object_path<'a>(prefix: &str, parts: impl IntoIterator<Item = &'a 
     }
     path
 }
+
+/// The future type `#[async_trait]` methods of `ObjectStore` return.
+pub(crate) type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// Every `ObjectStore` method but `put_opts`, passed to `self.inner`: for the wrappers that
+/// change only how a put behaves (`DurableLocalStore`, the test `FaultyStore`). The signatures
+/// are what `#[async_trait]` expands the trait's declarations to.
+macro_rules! delegate_all_but_put {
+    () => {
+        fn put_multipart_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 object_store::path::Path,
+            opts: object_store::PutMultipartOptions,
+        ) -> $crate::store::BoxFut<
+            'async_trait,
+            object_store::Result<Box<dyn object_store::MultipartUpload>>,
+        >
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.put_multipart_opts(location, opts)
+        }
+
+        fn get_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 object_store::path::Path,
+            options: object_store::GetOptions,
+        ) -> $crate::store::BoxFut<'async_trait, object_store::Result<object_store::GetResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.get_opts(location, options)
+        }
+
+        fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
+            &'life0 self,
+            location: &'life1 object_store::path::Path,
+            ranges: &'life2 [std::ops::Range<u64>],
+        ) -> $crate::store::BoxFut<'async_trait, object_store::Result<Vec<bytes::Bytes>>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            'life2: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.get_ranges(location, ranges)
+        }
+
+        fn delete_stream(
+            &self,
+            locations: futures::stream::BoxStream<
+                'static,
+                object_store::Result<object_store::path::Path>,
+            >,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+            self.inner.delete_stream(locations)
+        }
+
+        fn list(
+            &self,
+            prefix: Option<&object_store::path::Path>,
+        ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+            self.inner.list(prefix)
+        }
+
+        fn list_with_delimiter<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            prefix: Option<&'life1 object_store::path::Path>,
+        ) -> $crate::store::BoxFut<'async_trait, object_store::Result<object_store::ListResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.list_with_delimiter(prefix)
+        }
+
+        fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
+            &'life0 self,
+            from: &'life1 object_store::path::Path,
+            to: &'life2 object_store::path::Path,
+            options: object_store::CopyOptions,
+        ) -> $crate::store::BoxFut<'async_trait, object_store::Result<()>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            'life2: 'async_trait,
+            Self: 'async_trait,
+        {
+            self.inner.copy_opts(from, to, options)
+        }
+    };
+}
+pub(crate) use delegate_all_but_put;

@@ -9,23 +9,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
-use std::ops::Range;
-use std::pin::Pin;
 
-use bytes::Bytes;
-use futures::stream::BoxStream;
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
-};
+use object_store::{ObjectStore, PutOptions, PutPayload, PutResult, Result};
 use tokio::sync::watch;
 
+use crate::store::BoxFut;
 use crate::sync::{Arc, Mutex, lock};
-
-type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A point a test holds a put at until it calls [`Gate::release`]. Cloning shares the gate.
 #[derive(Debug, Clone)]
@@ -283,81 +274,5 @@ impl ObjectStore for FaultyStore {
         Box::pin(self.scripted_put(location, payload, opts))
     }
 
-    fn put_multipart_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        opts: PutMultipartOptions,
-    ) -> BoxFut<'async_trait, Result<Box<dyn MultipartUpload>>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.put_multipart_opts(location, opts)
-    }
-
-    fn get_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        options: GetOptions,
-    ) -> BoxFut<'async_trait, Result<GetResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_opts(location, options)
-    }
-
-    fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        ranges: &'life2 [Range<u64>],
-    ) -> BoxFut<'async_trait, Result<Vec<Bytes>>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.get_ranges(location, ranges)
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-
-    fn list_with_delimiter<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        prefix: Option<&'life1 Path>,
-    ) -> BoxFut<'async_trait, Result<ListResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.list_with_delimiter(prefix)
-    }
-
-    fn copy_opts<'life0, 'life1, 'life2, 'async_trait>(
-        &'life0 self,
-        from: &'life1 Path,
-        to: &'life2 Path,
-        options: CopyOptions,
-    ) -> BoxFut<'async_trait, Result<()>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        'life2: 'async_trait,
-        Self: 'async_trait,
-    {
-        self.inner.copy_opts(from, to, options)
-    }
+    crate::store::delegate_all_but_put!();
 }

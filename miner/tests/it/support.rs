@@ -120,10 +120,10 @@ pub(crate) fn every_key_defined(
             if key != TemplateKey::of(tenant, &text) {
                 return Err(format!("event key {key} is not the key of `{text}`"));
             }
-            if let Some(old) = texts.insert(key, text.clone()) {
-                if old != text {
-                    return Err(format!("key {key} names `{old}` and `{text}`"));
-                }
+            if let Some(old) = texts.insert(key, text.clone())
+                && old != text
+            {
+                return Err(format!("key {key} names `{old}` and `{text}`"));
             }
         }
         let Some(text) = texts.get(&m.record.template_key) else {

@@ -1,10 +1,28 @@
 //! Recovery that makes progress: a node that crashes again and again, even while it recovers,
 //! still advances its frontiers, so each restart replays less rather than everything again.
 
-use ourios_node::{Node, NodeOptions};
+use ourios_node::{Config, Node, NodeOptions};
 use ourios_sinks::testing::FaultyStore;
+use ourios_wal::Lsn;
 
 use crate::support::{config, crash, frame_ids, ingest, lines, marks, missing, start};
+
+/// A node that acknowledged `frames` frames of `per_frame` lines of tenant `t`, never cut,
+/// and crashed: their lsns.
+async fn crashed_with_unstamped_frames(
+    cfg: &Config,
+    store: &FaultyStore,
+    frames: usize,
+    per_frame: usize,
+) -> Vec<Lsn> {
+    let node = start(cfg.clone(), store).await;
+    let mut lsns = Vec::new();
+    for salt in 0..frames {
+        lsns.push(ingest(&node, "t", &lines(per_frame, salt)).await);
+    }
+    crash(node).await;
+    lsns
+}
 
 /// Proves a restart cuts once recovery finished: three frames never cut, a crash, a restart
 /// that republishes them and stamps them at once, another crash right after, and a third start
@@ -16,12 +34,7 @@ async fn recovery_cut_stops_a_crash_loop_from_replaying_again() {
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
     let cfg = config(dir.path(), |_| {});
-    let node = start(cfg.clone(), &store).await;
-    let mut frames = Vec::new();
-    for salt in 0..3 {
-        frames.push(ingest(&node, "t", &lines(4, salt)).await);
-    }
-    crash(node).await;
+    let frames = crashed_with_unstamped_frames(&cfg, &store, 3, 4).await;
 
     let node = start(cfg.clone(), &store).await;
     assert_eq!(node.recovery.mined, 3, "{:?}", node.recovery);
@@ -55,12 +68,7 @@ async fn recovery_cuts_while_replaying_so_a_crash_during_it_keeps_progress() {
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
     let cfg = config(dir.path(), |_| {});
-    let node = start(cfg.clone(), &store).await;
-    let mut frames = Vec::new();
-    for salt in 0..6 {
-        frames.push(ingest(&node, "t", &lines(3, salt)).await);
-    }
-    crash(node).await;
+    let frames = crashed_with_unstamped_frames(&cfg, &store, 6, 3).await;
 
     fail::cfg("node::recovery::frame", "4*off->1*return->off").unwrap();
     let dead = Node::start(
