@@ -57,7 +57,8 @@ pub(crate) fn load_or_create(io: &dyn WalIo, dir: &Path) -> Result<WalId, OpenEr
         Err(e) => return Err(err("reading identity", e)),
     }
     let mut id = [0u8; 16];
-    getrandom::fill(&mut id).map_err(|e| err("drawing identity", io::Error::other(e)))?;
+    getrandom::fill(&mut id)
+        .map_err(|e| err("drawing identity", io::Error::other(e.to_string())))?;
     let tmp = dir.join(TMP);
     // A crash may have left a temporary file: it never became the identity.
     let _ = io.remove_file(&tmp);
