@@ -8,6 +8,13 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+/// Default of [`Config::max_inflight_requests`].
+pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 64;
+
+/// Largest [`Config::max_inflight_requests`]: half of tokio's blocking pool (512), so puts to a
+/// `file://` store, which run there too, always find a thread.
+pub const MAX_INFLIGHT_LIMIT: usize = 256;
+
 /// The `serve` settings as the command line sees them: all optional, so a flag that was not
 /// given falls through to the file and then the default.
 #[derive(Debug, Default, Clone, clap::Args)]
@@ -57,6 +64,10 @@ pub struct ServeArgs {
     /// Template similarity threshold in (0, 1] [default: 0.7].
     #[arg(long, env = "OURIOS_SIMILARITY")]
     pub similarity: Option<f64>,
+    /// Requests in the ingest path at once; past it a request gets 503 with Retry-After, so
+    /// ingest never takes the threads store I/O needs [default: 64].
+    #[arg(long, env = "OURIOS_MAX_INFLIGHT_REQUESTS")]
+    pub max_inflight_requests: Option<usize>,
 }
 
 /// The same settings as a TOML file may give them.
@@ -77,6 +88,7 @@ struct FileConfig {
     buffer_ceiling_bytes: Option<usize>,
     wal_segment_bytes: Option<u64>,
     similarity: Option<f64>,
+    max_inflight_requests: Option<usize>,
 }
 
 /// The resolved, validated configuration.
@@ -110,6 +122,8 @@ pub struct Config {
     pub wal_segment_bytes: u64,
     /// Miner similarity threshold.
     pub similarity: f64,
+    /// Requests admitted into the ingest path at once.
+    pub max_inflight_requests: usize,
 }
 
 /// A setting that cannot be used; the message names the field and the value.
@@ -199,6 +213,10 @@ impl Config {
                 .or(file.wal_segment_bytes)
                 .unwrap_or(64 << 20),
             similarity: args.similarity.or(file.similarity).unwrap_or(0.7),
+            max_inflight_requests: args
+                .max_inflight_requests
+                .or(file.max_inflight_requests)
+                .unwrap_or(DEFAULT_MAX_INFLIGHT_REQUESTS),
             data_dir,
         };
         cfg.validate()?;
@@ -224,6 +242,14 @@ impl Config {
         }
         if self.max_body_bytes == 0 {
             return bad("max_body_bytes", &0, "must be at least 1");
+        }
+        if self.max_inflight_requests == 0 || self.max_inflight_requests > MAX_INFLIGHT_LIMIT {
+            return bad(
+                "max_inflight_requests",
+                &self.max_inflight_requests,
+                "must be 1-256 (each admitted request may hold a blocking thread; the runtime \
+                 has 512 and store I/O needs the rest)",
+            );
         }
         if self.partition_target_bytes == 0
             || self.partition_target_bytes > self.buffer_ceiling_bytes

@@ -131,8 +131,8 @@ impl Core {
     pub async fn ingest(
         self: &Arc<Self>,
         tenant: &str,
-        canonical: Vec<u8>,
-        request: ExportLogsServiceRequest,
+        mut canonical: Vec<u8>,
+        mut request: ExportLogsServiceRequest,
     ) -> Result<Lsn, IngestError> {
         let started = Instant::now();
         if self.shutting_down.load(Ordering::Acquire) {
@@ -142,6 +142,13 @@ impl Core {
             return Err(IngestError::TenantTerminal {
                 tenant: tenant.to_owned(),
             });
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(1));
+        if otlp::stamp_receive_time(&mut request, now) {
+            ::metrics::counter!(metrics::TIME_SUBSTITUTED, "reason" => "receive_time").increment(1);
+            canonical = prost::Message::encode_to_vec(&request);
         }
         let core = Arc::clone(self);
         let tenant = tenant.to_owned();
@@ -503,18 +510,18 @@ pub(crate) fn log_record(
     mined: ourios_miner::MinedRecord,
     watermark: u64,
 ) -> LogRecord {
-    // OTLP: a zero event time means unknown; partition by the observed time instead.
-    let time = if line.time_unix_nano != 0 {
-        line.time_unix_nano
-    } else {
-        line.observed_time_unix_nano
-    };
+    // OTel: a record is placed by its time, else its observed time (the ingest path gave a
+    // record with neither the receive time as observed time, before the WAL). A value the
+    // store cannot hold is replaced by the next in that order, kept as an attribute and
+    // counted, so every acknowledged record has a place in the store.
+    let mut attributes = line.attributes.clone();
+    let (time, observed) = place_in_time(line, &mut attributes);
     LogRecord {
         wal_id,
         id,
         tenant: tenant.clone(),
         time_unix_nano: time,
-        observed_time_unix_nano: line.observed_time_unix_nano,
+        observed_time_unix_nano: observed,
         severity_number: line.severity_number,
         severity_text: line.severity_text.clone(),
         template_key: mined.template_key.0,
@@ -522,10 +529,46 @@ pub(crate) fn log_record(
         template_version: mined.template_version,
         params: mined.params,
         body: mined.body,
-        attributes: line.attributes.clone(),
+        attributes,
         resource_attributes: line.resource_attributes.clone(),
         trace_id: line.trace_id,
         span_id: line.span_id,
         audit_watermark: watermark,
     }
+}
+
+/// The (time, observed time) a record is stored under, both storable, with any value replaced
+/// kept in `attributes` and counted on `ourios.ingest.time_substituted{reason}`.
+fn place_in_time(line: &Line, attributes: &mut Vec<(String, String)>) -> (u64, u64) {
+    let substituted = |reason: &'static str| {
+        ::metrics::counter!(metrics::TIME_SUBSTITUTED, "reason" => reason).increment(1);
+    };
+    let (time, observed) = (line.time_unix_nano, line.observed_time_unix_nano);
+    let observed_ok = otlp::usable_time(observed);
+    let placed = if otlp::usable_time(time) {
+        time
+    } else {
+        if time != 0 {
+            attributes.push((otlp::ORIGINAL_TIME_ATTRIBUTE.to_owned(), time.to_string()));
+            substituted("time_out_of_range");
+        }
+        if observed_ok {
+            observed
+        } else {
+            // Only a frame written before receive-time stamping existed gets here.
+            substituted("no_usable_time");
+            1
+        }
+    };
+    let observed = if observed_ok || observed == 0 {
+        observed
+    } else {
+        attributes.push((
+            otlp::ORIGINAL_OBSERVED_TIME_ATTRIBUTE.to_owned(),
+            observed.to_string(),
+        ));
+        substituted("observed_out_of_range");
+        placed
+    };
+    (placed, observed)
 }

@@ -137,6 +137,12 @@ impl Node {
         };
         let wal_config = WalConfig {
             max_segment_bytes: config.wal_segment_bytes,
+            // One size limit: any body the HTTP layer accepts fits one frame (its canonical
+            // protobuf is at most its decoded size), so no request gets a retryable refusal it
+            // can never get past.
+            max_frame_bytes: ourios_wal::DEFAULT_MAX_FRAME_BYTES.max(
+                config.max_body_bytes + ourios_wal::FRAME_HEADER_LEN + ourios_wal::MAX_TENANT_LEN,
+            ),
             ..WalConfig::new(config.wal_dir())
         };
         let wal_dir = config.wal_dir();
@@ -255,6 +261,9 @@ impl Node {
             metrics: metrics_handle,
             default_tenant: config.default_tenant.clone(),
             max_body_bytes: config.max_body_bytes,
+            admission: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_requests)),
+            max_inflight: config.max_inflight_requests,
+            store_probe: Arc::clone(&store),
         });
         let mut server_stop = stop_rx;
         let server = tokio::spawn(async move {

@@ -4,6 +4,11 @@
 pub const INGEST_REFUSED: &str = "ourios.ingest.refused";
 /// Counter: requests acknowledged (their frame is durable in the WAL).
 pub const INGEST_REQUESTS: &str = "ourios.ingest.requests";
+/// Counter: record times replaced so the record has a place in the store, label `reason`
+/// (`receive_time`: a request whose records had neither time nor observed time, counted once
+/// per request; `time_out_of_range`, `observed_out_of_range`, `no_usable_time`: per record
+/// mined, so a replay counts again). The original value is kept as an attribute.
+pub const TIME_SUBSTITUTED: &str = "ourios.ingest.time_substituted";
 /// Counter: log records acknowledged.
 pub const INGEST_RECORDS: &str = "ourios.ingest.records";
 /// Counter: batches that found the encode pool disconnected and went into the record buffer

@@ -38,6 +38,42 @@ pub enum DecodeError {
     /// The request carries no log record.
     #[error("request carries no log records")]
     Empty,
+    /// Flattened, the request would hold more bytes than the limit: every record carries its
+    /// resource's and scope's attributes, so a small request with a large resource attribute
+    /// and many records expands far beyond its body.
+    #[error(
+        "request expands to {expanded} bytes of records (resource and scope attributes count once \
+         per record), above the limit of {limit} bytes: send fewer records per resource"
+    )]
+    TooLargeExpanded {
+        /// The flattened size.
+        expanded: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+/// The size a request has once flattened into records: each record's own attributes and body,
+/// plus its resource's and scope's attributes, which every record of that resource carries.
+pub fn expanded_bytes(request: &ExportLogsServiceRequest) -> usize {
+    fn attrs(kvs: &[KeyValue]) -> usize {
+        kvs.iter()
+            .map(|kv| kv.key.len() + kv.value.as_ref().map_or(0, Message::encoded_len))
+            .sum()
+    }
+    let mut total = 0usize;
+    for rl in &request.resource_logs {
+        let resource = rl.resource.as_ref().map_or(0, |r| attrs(&r.attributes));
+        for sl in &rl.scope_logs {
+            let scope = sl.scope.as_ref().map_or(0, |s| attrs(&s.attributes));
+            for r in &sl.log_records {
+                total = total
+                    .saturating_add(resource + scope)
+                    .saturating_add(r.encoded_len());
+            }
+        }
+    }
+    total
 }
 
 /// The body formats OTLP/HTTP allows.
@@ -66,6 +102,10 @@ impl Format {
         }
     }
 }
+
+/// A request may expand, flattened, to this many times the body limit (64 MiB under the
+/// default 16 MiB limit): what one request may cost in memory until it is published.
+pub const EXPANSION_FACTOR: usize = 4;
 
 /// Decodes a request body into canonical protobuf bytes plus the decoded request.
 pub fn decode(
@@ -99,6 +139,14 @@ pub fn decode(
     if record_count(&request) == 0 {
         return Err(DecodeError::Empty);
     }
+    let expanded = expanded_bytes(&request);
+    let expanded_limit = limit.saturating_mul(EXPANSION_FACTOR);
+    if expanded > expanded_limit {
+        return Err(DecodeError::TooLargeExpanded {
+            expanded,
+            limit: expanded_limit,
+        });
+    }
     let canonical = match format {
         Format::Protobuf => raw.into_owned(),
         Format::Json => request.encode_to_vec(),
@@ -119,6 +167,50 @@ pub fn record_count(request: &ExportLogsServiceRequest) -> usize {
         .flat_map(|r| &r.scope_logs)
         .map(|s| s.log_records.len())
         .sum()
+}
+
+/// Attribute that keeps an observed time the node replaced with the receive time.
+pub const ORIGINAL_OBSERVED_TIME_ATTRIBUTE: &str = "ourios.original_observed_time_unix_nano";
+/// Attribute that keeps an event time the node could not store (past `i64::MAX` ns).
+pub const ORIGINAL_TIME_ATTRIBUTE: &str = "ourios.original_time_unix_nano";
+
+/// Whether a nanosecond timestamp can place a record: set, and within the Parquet nanosecond
+/// timestamp column (`<= i64::MAX`, 2262-04-11).
+pub fn usable_time(nanos: u64) -> bool {
+    nanos != 0 && i64::try_from(nanos).is_ok()
+}
+
+/// Gives every record that has neither a usable time nor a usable observed time the receive
+/// time `now` as its observed time (what OTel asks of a receiver that sees no observed time),
+/// keeping a replaced non-zero value in [`ORIGINAL_OBSERVED_TIME_ATTRIBUTE`]. Done before the
+/// WAL append, so a replay partitions the record exactly as the first mining did. Returns
+/// whether anything changed (the canonical bytes must then be encoded again).
+pub fn stamp_receive_time(request: &mut ExportLogsServiceRequest, now: u64) -> bool {
+    let mut changed = false;
+    for r in request
+        .resource_logs
+        .iter_mut()
+        .flat_map(|r| &mut r.scope_logs)
+        .flat_map(|s| &mut s.log_records)
+    {
+        if usable_time(r.time_unix_nano) || usable_time(r.observed_time_unix_nano) {
+            continue;
+        }
+        if r.observed_time_unix_nano != 0 {
+            r.attributes.push(KeyValue {
+                key: ORIGINAL_OBSERVED_TIME_ATTRIBUTE.to_owned(),
+                value: Some(AnyValue {
+                    value: Some(any_value::Value::StringValue(
+                        r.observed_time_unix_nano.to_string(),
+                    )),
+                }),
+                ..Default::default()
+            });
+        }
+        r.observed_time_unix_nano = now;
+        changed = true;
+    }
+    changed
 }
 
 /// One log record, flattened: what the miner and the sink need from OTLP.

@@ -1,11 +1,15 @@
 //! The HTTP surface: `POST /v1/logs` (OTLP/HTTP, protobuf or JSON, optionally gzip),
-//! `GET /metrics` (Prometheus text) and `GET /healthz`.
+//! `GET /metrics` (Prometheus text), `GET /healthz` (alive) and `GET /readyz` (ready to take
+//! writes, with the reasons when not).
 //!
 //! The handler validates before anything is written: a bad body, an oversize body, an invalid
 //! tenant or a terminal tenant is refused and the WAL is untouched. A `200` means the request's
-//! frame is durable in the WAL.
+//! frame is durable in the WAL. At most `max_inflight_requests` requests are in the ingest path
+//! at once; one more gets `503` with `Retry-After` at once, so ingest can never hold every
+//! blocking thread that store I/O needs.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -27,7 +31,17 @@ pub(crate) struct AppState {
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     pub(crate) default_tenant: String,
     pub(crate) max_body_bytes: usize,
+    /// Admission into the ingest path: one permit per request being validated, appended and
+    /// mined.
+    pub(crate) admission: Arc<tokio::sync::Semaphore>,
+    /// The number of permits `admission` was created with.
+    pub(crate) max_inflight: usize,
+    /// The store `/readyz` probes.
+    pub(crate) store_probe: Arc<dyn object_store::ObjectStore>,
 }
+
+/// How long `/readyz` waits for the store to answer a probe.
+const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 pub(crate) fn router(state: AppState) -> Router {
     // The body limit here is the compressed size; the decoded size is checked in `otlp::decode`.
@@ -35,12 +49,25 @@ pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/v1/logs", post(logs))
         .route("/metrics", get(render_metrics))
-        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .with_state(state)
 }
 
 async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    let Ok(_permit) = Arc::clone(&state.admission).try_acquire_owned() else {
+        let mut resp = refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the node is at its limit of {} requests in flight (max_inflight_requests): retry",
+                state.admission_limit()
+            ),
+        );
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
+        return resp;
+    };
     let tenant = match headers.get(TENANT_HEADER) {
         None => state.default_tenant.clone(),
         Some(v) => match v.to_str() {
@@ -68,7 +95,9 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
         .and_then(|v| v.to_str().ok());
     let (canonical, request) = match otlp::decode(format, encoding, &body, state.max_body_bytes) {
         Ok(ok) => ok,
-        Err(e @ otlp::DecodeError::TooLarge { .. }) => {
+        Err(
+            e @ (otlp::DecodeError::TooLarge { .. } | otlp::DecodeError::TooLargeExpanded { .. }),
+        ) => {
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
         }
         Err(e @ otlp::DecodeError::UnsupportedEncoding(_)) => {
@@ -102,6 +131,11 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
         Err(e @ IngestError::ShuttingDown) => {
             refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }
+        // Not retryable: the same request can never fit (the limits are set so that only a
+        // JSON body whose protobuf form is larger than itself gets here).
+        Err(e @ IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. })) => {
+            refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+        }
         Err(e @ IngestError::Wal(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
@@ -130,4 +164,70 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
         )
             .into_response(),
     }
+}
+
+impl AppState {
+    fn admission_limit(&self) -> usize {
+        self.max_inflight
+    }
+}
+
+/// Alive: the process serves HTTP. Says nothing about writes (that is `/readyz`).
+async fn healthz() -> Response {
+    json(StatusCode::OK, serde_json::json!({ "status": "alive" }))
+}
+
+/// Ready to take writes: recovery is done (the server starts after it), the WAL is writable,
+/// the store answers a listing within `STORE_PROBE_TIMEOUT`. Terminal tenants are listed (the
+/// node is ready for the others). `503` with every reason when not ready.
+async fn readyz(State(state): State<AppState>) -> Response {
+    let mut reasons = Vec::new();
+    if let Some(failure) = state.core.wal().stats().failure {
+        reasons.push(format!(
+            "wal is read-only after a failed write or sync ({failure}); restart the node"
+        ));
+    }
+    let probe = async {
+        use futures::StreamExt;
+        let mut listing = state.store_probe.list(None);
+        listing.next().await.transpose().map(|_| ())
+    };
+    match tokio::time::timeout(STORE_PROBE_TIMEOUT, probe).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => reasons.push(format!("store does not answer a listing: {e}")),
+        Err(_) => reasons.push(format!(
+            "store did not answer a listing within {STORE_PROBE_TIMEOUT:?}"
+        )),
+    }
+    let terminal: Vec<String> = state
+        .core
+        .records()
+        .terminal_tenants()
+        .into_iter()
+        .map(|t| t.as_str().to_owned())
+        .collect();
+    let ready = reasons.is_empty();
+    json(
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        serde_json::json!({
+            "ready": ready,
+            "recovery_done": true,
+            "reasons": reasons,
+            "terminal_tenants": terminal,
+            "requests_in_flight": state.admission_limit() - state.admission.available_permits(),
+        }),
+    )
+}
+
+fn json(status: StatusCode, body: serde_json::Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{body}\n"),
+    )
+        .into_response()
 }

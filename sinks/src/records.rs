@@ -354,7 +354,19 @@ impl SharedParquetSink {
         // The handoff is complete: everything below is the trigger step.
         fail::fail_point!("sinks::append::trigger");
         let mut detached = Vec::new();
-        if st.bytes >= self.inner.config.ceiling_bytes {
+        // The ceiling counts what can be published: a terminal tenant's set-aside bytes stay
+        // until a restart, and counting them would detach every healthy partition on every
+        // append (one object per record).
+        let over_ceiling = st.bytes >= self.inner.config.ceiling_bytes && {
+            let set_aside: usize = st
+                .partitions
+                .iter()
+                .filter(|(k, _)| terminal.contains(&k.tenant))
+                .map(|(_, p)| p.bytes)
+                .sum();
+            st.bytes - set_aside.min(st.bytes) >= self.inner.config.ceiling_bytes
+        };
+        if over_ceiling {
             let keys: Vec<PartitionKey> = st
                 .partitions
                 .keys()

@@ -213,8 +213,9 @@ fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
 }
 
 /// The size trigger detaches the partition that reached the target, inside `append` after the
-/// record was inserted (the detached partition contains it); the ceiling detaches every
-/// non-terminal partition and leaves a terminal tenant's bytes accounted.
+/// record was inserted (the detached partition contains it); the ceiling counts only what can
+/// be published (a terminal tenant's set-aside bytes stay accounted but do not trip it) and then
+/// detaches every non-terminal partition.
 ///
 /// Mutation check: move the trigger before `st.insert` in `append`: the detached partition lacks
 /// the appended record.
@@ -246,13 +247,23 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
     for i in 0..3 {
         let _ = rig.sink.append(rec("z", 9, i, T0, 0));
     }
-    let _ = rig.sink.append(rec("b", 2, 0, T0, 0));
-    let _ = rig.sink.append(rec("b", 2, 1, T0 + HOUR, 0));
-    let _ = rig.sink.append(rec("c", 3, 0, T0, 0));
-    let AppendOutcome::Buffered { detached } = rig.sink.append(rec("c", 3, 1, T0 + HOUR, 0)) else {
+    // With the terminal tenant's 3 records the buffer passes the ceiling (7) after 4 more, but
+    // what can be published reaches it only at the 7th: nothing is detached before.
+    for k in 0..6u32 {
+        let AppendOutcome::Buffered { detached } =
+            rig.sink.append(rec("b", 2, k, T0 + u64::from(k) * HOUR, 0))
+        else {
+            panic!("derivable")
+        };
+        assert!(
+            detached.is_empty(),
+            "append {k}: a terminal tenant's set-aside bytes do not count toward the ceiling"
+        );
+    }
+    let AppendOutcome::Buffered { detached } = rig.sink.append(rec("c", 3, 0, T0, 0)) else {
         panic!("derivable")
     };
-    assert_eq!(detached.len(), 4, "every non-terminal partition");
+    assert_eq!(detached.len(), 7, "every non-terminal partition");
     assert_eq!(
         rig.sink.buffered_records(),
         3,

@@ -1,0 +1,271 @@
+//! What a hostile or careless client meets (DESIGN §14): a refusal that names the limit, or an
+//! acknowledgement followed by the record in the store; never a request acknowledged and then
+//! unpublishable, a retryable refusal that can never succeed, or a wedged node.
+
+use std::sync::Arc;
+
+use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+use ourios_node::{Node, NodeOptions};
+use ourios_sinks::testing::FaultyStore;
+
+use crate::support::*;
+
+/// Proves one size limit: a valid 10 MiB protobuf request (under the 16 MiB body limit, over
+/// the WAL's old fixed 8 MiB frame limit) is acknowledged and its records reach the store.
+/// Before, it got `503 ... above the wal's 8388608-byte limit` on every retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_request_under_the_body_limit_always_fits_the_wal() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |_| {}), &store).await;
+    let filler = "x".repeat(11 * 1024);
+    let bodies: Vec<String> = (0..1000).map(|i| format!("blob {i} {filler}")).collect();
+    let req = request(&bodies);
+    assert!(
+        prost::Message::encoded_len(&req) > 10 << 20,
+        "the request is over 10 MiB"
+    );
+    let (status, body) = post_logs(&node, "big", &req).await;
+    assert_eq!(status, 200, "{body}");
+    let lsn = node.core.wal().stats().durable_lsn;
+    cut(&node).await;
+    assert_eq!(missing(&store, &frame_ids(lsn, 1000)).await, vec![]);
+    node.shutdown().await.unwrap();
+}
+
+fn with_times(time: u64, observed: u64) -> ExportLogsServiceRequest {
+    let mut req = request(&[format!("time {time} observed {observed}")]);
+    let r = &mut req.resource_logs[0].scope_logs[0].log_records[0];
+    r.time_unix_nano = time;
+    r.observed_time_unix_nano = observed;
+    req
+}
+
+/// Proves every acknowledged record has a place in the store, whatever its times: an event time
+/// past the nanosecond range, an observed time past it, and both unusable. Each is
+/// acknowledged, published (no quarantine), placed by the OTel order (time, else observed time,
+/// else receive time), keeps the original value as an attribute, and the tenant's frontier
+/// passes it. Before, the first was quarantined (its content then lived only in the WAL until
+/// truncation) and the second was never published and held the frontier for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_out_of_range_times_are_placed_and_published() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |_| {}), &store).await;
+    let max = u64::MAX;
+    let mut lsns = Vec::new();
+    for (time, observed) in [(max, TIME), (TIME, max), (0, max), (max, 0)] {
+        let (status, body) = post_logs(&node, "t", &with_times(time, observed)).await;
+        assert_eq!(status, 200, "time {time} observed {observed}: {body}");
+        lsns.push(node.core.wal().stats().durable_lsn);
+    }
+    let report = cut(&node).await;
+    assert_eq!(
+        report.stamped.get("t"),
+        Some(&lsns[3].0),
+        "the frontier passes every one of them: {report:?}"
+    );
+    let records = records_with_bodies(&store).await;
+    let get = |i: usize| {
+        &records
+            .get(&("t".to_owned(), frame_ids(lsns[i], 1)[0]))
+            .unwrap_or_else(|| panic!("record of frame {} is in the store", lsns[i].0))
+            .0
+    };
+    let attr = |r: &ourios_sinks::LogRecord, k: &str| {
+        r.attributes
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.clone())
+    };
+    let original_time = ourios_node::otlp::ORIGINAL_TIME_ATTRIBUTE;
+    let original_observed = ourios_node::otlp::ORIGINAL_OBSERVED_TIME_ATTRIBUTE;
+    // Time out of range: placed by the observed time.
+    assert_eq!(get(0).time_unix_nano, TIME);
+    assert_eq!(attr(get(0), original_time), Some(max.to_string()));
+    // Observed time out of range: replaced by the event time.
+    assert_eq!(
+        (get(1).time_unix_nano, get(1).observed_time_unix_nano),
+        (TIME, TIME)
+    );
+    assert_eq!(attr(get(1), original_observed), Some(max.to_string()));
+    // Neither usable: the receive time, stamped before the WAL (a replay places it the same).
+    for i in [2, 3] {
+        let r = get(i);
+        assert!(
+            r.time_unix_nano > TIME && r.time_unix_nano == r.observed_time_unix_nano,
+            "record {i} placed at the receive time: {r:?}"
+        );
+    }
+    assert_eq!(attr(get(2), original_observed), Some(max.to_string()));
+    assert_eq!(attr(get(3), original_time), Some(max.to_string()));
+    let events = ourios_sinks::read_audit_events(store.inner(), "")
+        .await
+        .unwrap();
+    assert!(
+        events
+            .iter()
+            .all(|(_, e)| !matches!(e.kind, ourios_sinks::AuditKind::RecordQuarantined { .. })),
+        "nothing is quarantined"
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// Proves `/healthz` says alive and `/readyz` says ready with the terminal tenants listed, in
+/// JSON.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_health_and_readiness_answer_json() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |_| {}), &store).await;
+    let (status, body) = http(node.addr, "GET", "/healthz", &[], b"").await;
+    assert_eq!(status, 200);
+    let alive: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(alive["status"], "alive");
+
+    store.on_prefix(
+        "audit/tenant=bad",
+        ourios_sinks::testing::Fault::Permanent,
+        None,
+    );
+    let (status, _) = post_logs(&node, "bad", &request(&lines(2, 1))).await;
+    assert_eq!(status, 200);
+    cut(&node).await;
+    let (status, body) = http(node.addr, "GET", "/readyz", &[], b"").await;
+    let ready: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["ready"], true, "{ready}");
+    assert_eq!(
+        ready["terminal_tenants"],
+        serde_json::json!(["bad"]),
+        "{ready}"
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// Proves admission control keeps store I/O from waiting behind ingest for a thread. The
+/// runtime has 6 blocking threads; the `file://` store runs every put on one of them, and each
+/// ingest holds one while it appends and mines (and blocks on a full encode queue). 24 clients
+/// send at once against an encode queue of 1 and 4 KiB partitions: with at most 3 requests
+/// admitted, puts always find a thread, every request is acknowledged (after `503` +
+/// `Retry-After` answers, which the clients honour) and every record reaches the store. With
+/// `max_inflight_requests` at the runtime's size or above, the node wedges: ingest holds every
+/// blocking thread, the puts it waits for never run, and this test hits its bound.
+#[test]
+fn hostile_concurrent_clients_cannot_starve_store_io() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(6)
+        .enable_all()
+        .build()
+        .unwrap();
+    // A wedged node holds blocking threads forever, and dropping a runtime waits for them:
+    // shut it down with a bound so a failure here fails instead of hanging the suite.
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(clients_against_a_small_blocking_pool())
+    }));
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+async fn clients_against_a_small_blocking_pool() {
+    {
+        let _scenario = fail::FailScenario::setup();
+        let dir = tempfile::tempdir().unwrap();
+        let store_dir = dir.path().join("store");
+        let cfg = config(dir.path(), |a| {
+            a.store = Some(format!("file://{}", store_dir.display()));
+            a.max_inflight_requests = Some(3);
+            a.encode_queue = Some(1);
+            a.partition_target_bytes = Some(4096);
+        });
+        let node = Arc::new(
+            Node::start(cfg, NodeOptions::default())
+                .await
+                .expect("node starts"),
+        );
+        let mut clients = Vec::new();
+        for c in 0..24 {
+            let node = Arc::clone(&node);
+            clients.push(tokio::spawn(async move {
+                let mut refused = 0u32;
+                for r in 0..3 {
+                    let req = request(&lines(200, c * 10 + r));
+                    loop {
+                        let (status, body) = post_logs(&node, "t", &req).await;
+                        match status {
+                            200 => break,
+                            503 if body.contains("max_inflight_requests") => {
+                                refused += 1;
+                                // What Retry-After asks, shortened: a bounded wait, not a
+                                // measurement.
+                                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                            }
+                            _ => panic!("client {c}: {status} {body}"),
+                        }
+                    }
+                }
+                refused
+            }));
+        }
+        let mut refused = 0;
+        for c in clients {
+            refused += bounded("every client acknowledged", c).await.unwrap();
+        }
+        eprintln!("{refused} requests were refused by admission control and retried");
+        let node = Arc::into_inner(node).expect("the clients are done");
+        let report = bounded("the final cut", node.shutdown()).await.unwrap();
+        assert!(report.not_stamped.is_empty(), "{report:?}");
+        let store =
+            ourios_sinks::store_from_url(&format!("file://{}", store_dir.display())).unwrap();
+        let ids = ourios_sinks::read_record_ids(store.as_ref(), "")
+            .await
+            .unwrap();
+        let distinct: std::collections::BTreeSet<_> = ids.into_iter().collect();
+        assert_eq!(distinct.len(), 24 * 3 * 200, "every record is in the store");
+    }
+}
+
+/// Proves a small request cannot expand into an unbounded one: 5 000 empty records under one
+/// 64 KiB resource attribute is a body under 1 MiB that flattens to over 300 MiB (the attribute is
+/// carried by every record). It gets `413` naming the limit and writes nothing; before, it was
+/// acknowledged and took the node from 10 MB to 650 MB of memory until published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_request_that_expands_past_the_limit_is_413() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |_| {}), &store).await;
+    let mut req = request(&vec![String::new(); 5000]);
+    let resource = req.resource_logs[0].resource.get_or_insert_default();
+    resource
+        .attributes
+        .push(opentelemetry_proto::tonic::common::v1::KeyValue {
+            key: "blob".into(),
+            value: Some(opentelemetry_proto::tonic::common::v1::AnyValue {
+                value: Some(
+                    opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(
+                        "x".repeat(64 * 1024),
+                    ),
+                ),
+            }),
+            ..Default::default()
+        });
+    let size = prost::Message::encoded_len(&req);
+    assert!(size < 1 << 20, "a body far under the 16 MiB limit: {size}");
+    assert!(ourios_node::otlp::expanded_bytes(&req) > 300 << 20);
+    let appends = node.core.wal().stats().appends;
+    let (status, body) = post_logs(&node, "t", &req).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(
+        body.contains("limit of"),
+        "the refusal names the limit: {body}"
+    );
+    assert_eq!(node.core.wal().stats().appends, appends, "nothing written");
+    node.shutdown().await.unwrap();
+}
