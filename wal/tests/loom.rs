@@ -103,7 +103,10 @@ impl WalIo for MemIo {
             .collect())
     }
     fn open_read(&self, path: &Path) -> io::Result<(Box<dyn Read + Send>, u64)> {
-        let data = self.fs().files[path].0.clone();
+        let data = match self.fs().files.get(path) {
+            Some(f) => f.0.clone(),
+            None => return Err(io::Error::from(io::ErrorKind::NotFound)),
+        };
         let len = data.len() as u64;
         Ok((Box::new(Cursor::new(data)), len))
     }
