@@ -212,6 +212,24 @@ impl PublishCoordinator {
             .filter_map(|i| batch.get(i).map(|p| (i, p.key.tenant.clone())))
             .collect();
         let report = records.publish_owned(&mut batch).await;
+        // A permanent record-put failure (a bucket policy denying the tenant's prefix, an
+        // encoder that rejects a partition that no single record is to blame for) takes the
+        // RFC 0056 terminal path too: retrying cannot help until an operator repairs the cause,
+        // and a tenant that kept failing would keep every cut's verdict, and so every tenant's
+        // frontier, from advancing. Its partitions were requeued; set aside, they stay buffered
+        // and in the WAL until a restart.
+        for failure in &report.permanent {
+            let tenant = &failure.key.tenant;
+            if records.set_aside(tenant) {
+                ::metrics::counter!(metrics::TENANTS_SET_ASIDE).increment(1);
+            }
+            verdict.worsen(
+                tenant,
+                TenantVerdict::Terminal {
+                    reason: failure.error.clone(),
+                },
+            );
+        }
         verdict.published_partitions += report.durable;
         verdict.published_records += report.durable_records;
         for (i, tenant) in &tenants {

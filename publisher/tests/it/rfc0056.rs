@@ -140,3 +140,47 @@ fn rfc0056_transient_audit_failure_retains_not_terminal() {
     let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
     assert!(ids.iter().all(|id| store.contains(id)));
 }
+
+/// A permanent record-put failure (here a store that denies `records/tenant=bad/`) takes the
+/// same terminal path as a permanent audit failure: `bad` is terminal with the store's reason,
+/// its records stay buffered (requeued, set aside), `good` publishes, and later drains neither
+/// take nor retry `bad`. Before, the failure was reported and dropped: `bad` was retried on
+/// every drain forever, and each failure failed the cut's verdict for every tenant.
+///
+/// Mutation check: delete the `set_aside` call after `publish_owned` in `write_ordered` and
+/// `bad` is never terminal.
+#[test]
+fn permanent_record_put_failure_makes_the_tenant_terminal() {
+    let mut rig = Rig::new();
+    let bad_ids = rig.append("bad", 0, 4);
+    let good_ids = rig.append("good", 0, 4);
+    rig.store
+        .on_prefix("records/tenant=bad", Fault::Permanent, None);
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    let bad = Tenant::new("bad");
+    assert!(
+        matches!(
+            verdict.tenants.get(&bad),
+            Some(TenantVerdict::Terminal { .. })
+        ),
+        "{verdict:?}"
+    );
+    assert!(rig.records.is_terminal(&bad));
+    assert!(verdict.is_durable(&Tenant::new("good")), "{verdict:?}");
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(good_ids.iter().all(|id| store.contains(id)));
+    assert!(bad_ids.iter().all(|id| !store.contains(id)));
+    assert!(
+        bad_ids.iter().all(|id| rig.buffered("bad").contains(id)),
+        "the terminal tenant's records are kept"
+    );
+    let attempts = rig.store.put_attempts();
+    for _ in 0..3 {
+        let mut d = rig.coord.drain_all();
+        assert!(d.records().iter().all(|p| p.key.tenant != bad));
+        let _ = rig.rt.block_on(rig.coord.write_ordered(&mut d));
+    }
+    assert_eq!(rig.store.put_attempts(), attempts, "nothing retried");
+}
