@@ -13,6 +13,14 @@ pub const DEFAULT_MAX_CHILDREN: usize = 100;
 /// Default confidence below which a record keeps its body.
 pub const DEFAULT_LOW_CONFIDENCE_BELOW: f64 = 0.5;
 
+/// Default [`MinerConfig::max_templates`]: templates one tenant's miner creates before new
+/// shapes of line go to the overflow template.
+pub const DEFAULT_MAX_TEMPLATES: usize = 10_000;
+
+fn default_max_templates() -> usize {
+    DEFAULT_MAX_TEMPLATES
+}
+
 /// The parameters of a [`crate::TenantMiner`]. Every value is validated by its setter.
 ///
 /// A snapshot records the configuration it was taken under; restoring it under a different one
@@ -23,6 +31,9 @@ pub struct MinerConfig {
     depth: usize,
     max_children: usize,
     low_confidence_below: f64,
+    /// Absent from snapshots taken before the cap existed: those were taken under the default.
+    #[serde(default = "default_max_templates")]
+    max_templates: usize,
 }
 
 impl Default for MinerConfig {
@@ -32,6 +43,7 @@ impl Default for MinerConfig {
             depth: DEFAULT_DEPTH,
             max_children: DEFAULT_MAX_CHILDREN,
             low_confidence_below: DEFAULT_LOW_CONFIDENCE_BELOW,
+            max_templates: DEFAULT_MAX_TEMPLATES,
         }
     }
 }
@@ -62,6 +74,12 @@ pub enum ConfigError {
     LowConfidenceBelow {
         /// The rejected value.
         value: f64,
+    },
+    /// A miner needs room for at least one template.
+    #[error("max templates {value} is below the minimum of 1")]
+    MaxTemplates {
+        /// The rejected value.
+        value: usize,
     },
 }
 
@@ -121,6 +139,26 @@ impl MinerConfig {
         }
         self.low_confidence_below = value;
         Ok(self)
+    }
+
+    /// Sets the cap on templates per tenant. Once a miner holds this many, a line that matches
+    /// none of them is not given a new one: its record goes to the overflow template (the text
+    /// `<*>`, the line kept whole as its body), so junk or hostile input cannot grow a tenant's
+    /// state without bound.
+    ///
+    /// # Errors
+    /// [`ConfigError::MaxTemplates`] when `value < 1`.
+    pub fn with_max_templates(mut self, value: usize) -> Result<MinerConfig, ConfigError> {
+        if value < 1 {
+            return Err(ConfigError::MaxTemplates { value });
+        }
+        self.max_templates = value;
+        Ok(self)
+    }
+
+    /// The cap on templates per tenant.
+    pub fn max_templates(&self) -> usize {
+        self.max_templates
     }
 
     /// The similarity threshold.

@@ -42,7 +42,7 @@ pub use clock::{Clock, FixedClock, SystemClock};
 pub use cluster::MinerCluster;
 pub use config::{
     ConfigError, DEFAULT_DEPTH, DEFAULT_LOW_CONFIDENCE_BELOW, DEFAULT_MAX_CHILDREN,
-    DEFAULT_SIMILARITY_THRESHOLD, MinerConfig,
+    DEFAULT_MAX_TEMPLATES, DEFAULT_SIMILARITY_THRESHOLD, MinerConfig,
 };
 pub use key::TemplateKey;
 pub use mask::{MaskKind, classify};

@@ -10,7 +10,7 @@ use crate::config::MinerConfig;
 use crate::drain::State;
 use crate::key::TemplateKey;
 use crate::snapshot::{self, SnapshotError};
-use crate::template::Template;
+use crate::template::{TOKEN_WILDCARD, Template};
 use crate::tokens::{LineView, Tokens};
 
 /// One mined line: the template it belongs to and the parameters that rebuild it.
@@ -18,7 +18,8 @@ use crate::tokens::{LineView, Tokens};
 pub struct MinedRecord {
     /// The key of the template text this line was mined against: what a reader joins on.
     pub template_key: TemplateKey,
-    /// The tenant-scoped template id (lineage: depends on this miner's history).
+    /// The tenant-scoped template id (lineage: depends on this miner's history); 0 for the
+    /// overflow template of a miner past its cap.
     pub template_id: u64,
     /// The template version this line was mined against (after any widening it caused).
     pub template_version: u32,
@@ -123,6 +124,10 @@ impl TenantMiner {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.fill(line);
         let view = scratch.view(line);
+        if self.overflows(&view) {
+            self.scratch = scratch;
+            return self.overflow(line);
+        }
         let (idx, mut event) = self.advance(&view, true);
         let record = self.record(idx, line, &view);
         self.scratch = scratch;
@@ -147,6 +152,43 @@ impl TenantMiner {
             self.defined.insert(record.template_key);
         }
         Mined { event, record }
+    }
+
+    /// Whether `view` would found a new template in a miner that holds its cap already.
+    fn overflows(&self, view: &LineView<'_>) -> bool {
+        self.state.clusters.len() >= self.state.config.max_templates()
+            && self.state.best_match(view).is_none()
+    }
+
+    /// The record of a line past the template cap: the overflow template ([`TOKEN_WILDCARD`]
+    /// as text, id 0, version 0), no params, the line kept whole as its body. The state does
+    /// not change. Its key is defined like any other, once per process.
+    fn overflow(&mut self, line: &str) -> Mined {
+        let template_key = TemplateKey::of(&self.state.tenant, TOKEN_WILDCARD);
+        let event = (!self.defined.contains(&template_key)).then(|| AuditEvent {
+            tenant: self.state.tenant.clone(),
+            seq: 0,
+            timestamp_unix_nanos: self.clock.now_unix_nanos(),
+            kind: AuditEventKind::TemplateDefined {
+                template_key,
+                template_id: 0,
+                version: 0,
+                template: TOKEN_WILDCARD.to_owned(),
+            },
+        });
+        if event.is_some() {
+            self.defined.insert(template_key);
+        }
+        Mined {
+            event,
+            record: MinedRecord {
+                template_key,
+                template_id: 0,
+                template_version: 0,
+                params: Vec::new(),
+                body: Some(line.to_owned()),
+            },
+        }
     }
 
     /// Forgets which keys were defined, so the next record of each key carries its definition
@@ -176,7 +218,10 @@ impl TenantMiner {
     pub fn ingest_regenerate(&mut self, line: &str) {
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.fill(line);
-        let _ = self.advance(&scratch.view(line), false);
+        let view = scratch.view(line);
+        if !self.overflows(&view) {
+            let _ = self.advance(&view, false);
+        }
         self.scratch = scratch;
     }
 

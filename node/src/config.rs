@@ -68,6 +68,13 @@ pub struct ServeArgs {
     /// ingest never takes the threads store I/O needs [default: 64].
     #[arg(long, env = "OURIOS_MAX_INFLIGHT_REQUESTS")]
     pub max_inflight_requests: Option<usize>,
+    /// Tenants the node serves; a request for one more is refused (429) [default: 1000].
+    #[arg(long, env = "OURIOS_MAX_TENANTS")]
+    pub max_tenants: Option<usize>,
+    /// Templates per tenant; lines of new shapes past it go to the overflow template, kept
+    /// whole [default: 10000].
+    #[arg(long, env = "OURIOS_MAX_TEMPLATES_PER_TENANT")]
+    pub max_templates_per_tenant: Option<usize>,
 }
 
 /// The same settings as a TOML file may give them.
@@ -89,6 +96,8 @@ struct FileConfig {
     wal_segment_bytes: Option<u64>,
     similarity: Option<f64>,
     max_inflight_requests: Option<usize>,
+    max_tenants: Option<usize>,
+    max_templates_per_tenant: Option<usize>,
 }
 
 /// The resolved, validated configuration.
@@ -124,6 +133,10 @@ pub struct Config {
     pub similarity: f64,
     /// Requests admitted into the ingest path at once.
     pub max_inflight_requests: usize,
+    /// Tenants served.
+    pub max_tenants: usize,
+    /// Templates per tenant before the overflow template.
+    pub max_templates_per_tenant: usize,
 }
 
 /// A setting that cannot be used; the message names the field and the value.
@@ -217,6 +230,11 @@ impl Config {
                 .max_inflight_requests
                 .or(file.max_inflight_requests)
                 .unwrap_or(DEFAULT_MAX_INFLIGHT_REQUESTS),
+            max_tenants: args.max_tenants.or(file.max_tenants).unwrap_or(1000),
+            max_templates_per_tenant: args
+                .max_templates_per_tenant
+                .or(file.max_templates_per_tenant)
+                .unwrap_or(ourios_miner::DEFAULT_MAX_TEMPLATES),
             data_dir,
         };
         cfg.validate()?;
@@ -266,6 +284,12 @@ impl Config {
                 &self.wal_segment_bytes,
                 "must be at least 4096",
             );
+        }
+        if self.max_tenants == 0 {
+            return bad("max_tenants", &0, "must be at least 1");
+        }
+        if self.max_templates_per_tenant == 0 {
+            return bad("max_templates_per_tenant", &0, "must be at least 1");
         }
         if !(self.similarity > 0.0 && self.similarity <= 1.0) {
             return bad("similarity", &self.similarity, "must be in (0, 1]");

@@ -41,6 +41,17 @@ pub enum IngestError {
     /// The node is shutting down.
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// The request names a tenant the node does not serve yet, and it serves its limit.
+    #[error(
+        "tenant `{tenant}` would be tenant number {}, above the node's limit of {limit} \
+         (max_tenants)", limit + 1
+    )]
+    TooManyTenants {
+        /// The refused tenant.
+        tenant: String,
+        /// The configured limit.
+        limit: usize,
+    },
 }
 
 /// Per-tenant ingest state.
@@ -70,6 +81,8 @@ pub struct Core {
     pub(crate) coordinator: PublishCoordinator,
     pub(crate) pool: Option<EncodePool>,
     pub(crate) tenants: Mutex<BTreeMap<String, Arc<TenantState>>>,
+    /// New tenants are refused past this many (recovered tenants count, and are never refused).
+    pub(crate) max_tenants: usize,
     pub(crate) shutting_down: std::sync::atomic::AtomicBool,
 }
 
@@ -142,6 +155,21 @@ impl Core {
             return Err(IngestError::TenantTerminal {
                 tenant: tenant.to_owned(),
             });
+        }
+        {
+            let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+            if !tenants.contains_key(tenant) {
+                if tenants.len() >= self.max_tenants {
+                    ::metrics::counter!(metrics::TENANTS_REFUSED).increment(1);
+                    return Err(IngestError::TooManyTenants {
+                        tenant: tenant.to_owned(),
+                        limit: self.max_tenants,
+                    });
+                }
+                // Admitted under the same lock that counted, so concurrent new tenants cannot
+                // all pass the check.
+                tenants.insert(tenant.to_owned(), Arc::default());
+            }
         }
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -231,6 +259,9 @@ impl Core {
                         let seq = self.records.audit().emit(audit_event(event));
                         // Relaxed: written under the tenant's order lock; read under it too.
                         state.watermark.store(seq, Ordering::Relaxed);
+                    }
+                    if mined.record.template_id == 0 {
+                        ::metrics::counter!(metrics::TEMPLATE_OVERFLOW).increment(1);
                     }
                     let line = &lines[index as usize];
                     let record = log_record(

@@ -187,7 +187,9 @@ impl Node {
         });
         let miner_config = MinerConfig::default()
             .with_similarity_threshold(config.similarity)
-            .context("invalid setting `similarity`")?;
+            .context("invalid setting `similarity`")?
+            .with_max_templates(config.max_templates_per_tenant)
+            .context("invalid setting `max_templates_per_tenant`")?;
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let core = Arc::new(Core {
             wal,
@@ -197,6 +199,7 @@ impl Node {
             coordinator,
             pool,
             tenants: Mutex::new(Default::default()),
+            max_tenants: config.max_tenants,
             shutting_down: AtomicBool::new(false),
         });
 

@@ -30,5 +30,10 @@ pub const LATCH_GENERATION: &str = "ourios.barrier.latch_generation";
 pub const BARRIER_EPOCH: &str = "ourios.barrier.epoch";
 /// Counter: frames replayed on start, label `mode` (`skipped`, `regeneration_only`, `normal`).
 pub const RECOVERY_FRAMES: &str = "ourios.recovery.frames";
+/// Counter: requests refused because they name a new tenant past `max_tenants`.
+pub const TENANTS_REFUSED: &str = "ourios.ingest.tenants_refused";
+/// Counter: records mined into the overflow template (their tenant holds
+/// `max_templates_per_tenant` templates already; the line is kept whole).
+pub const TEMPLATE_OVERFLOW: &str = "ourios.miner.template_overflow";
 /// Counter: cuts run by recovery (every `RECOVERY_CUT_BYTES` replayed, and once after it).
 pub const RECOVERY_CUTS: &str = "ourios.recovery.cuts";

@@ -128,6 +128,9 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
             resp
         }
         Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ IngestError::TooManyTenants { .. }) => {
+            refuse(StatusCode::TOO_MANY_REQUESTS, e.to_string())
+        }
         Err(e @ IngestError::ShuttingDown) => {
             refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
         }

@@ -216,3 +216,53 @@ fn drain_config_rejects_out_of_range_values() {
     );
     assert_eq!(c.similarity_threshold(), 0.7);
 }
+
+/// Proves the template cap: past `max_templates`, a line of a new shape founds no template; its
+/// record goes to the overflow template (id 0, text `<*>`, the line kept whole as its body),
+/// defined once per process; lines of known shapes still mine normally; regeneration-only
+/// mining applies the same cap and reaches the same state.
+#[test]
+fn drain_template_cap_sends_new_shapes_to_the_overflow_template() {
+    let config = MinerConfig::default().with_max_templates(2).unwrap();
+    let mut m = TenantMiner::new("t", config.clone(), Arc::new(FixedClock::new(5)));
+    let lines = [
+        "alpha 1",
+        "beta gamma 2",
+        "delta epsilon zeta 3",
+        "eta theta iota kappa 4",
+        "alpha 9",
+    ];
+    let out: Vec<_> = lines.iter().map(|l| m.ingest(l)).collect();
+    assert_eq!(m.template_count(), 2, "the cap holds");
+    let overflow_key = ourios_miner::TemplateKey::of("t", ourios_miner::TOKEN_WILDCARD);
+    for (i, line) in [(2, lines[2]), (3, lines[3])] {
+        let r = &out[i].record;
+        assert_eq!(
+            (r.template_id, r.template_key),
+            (0, overflow_key),
+            "line {i}"
+        );
+        assert_eq!(r.body.as_deref(), Some(line), "the line is kept whole");
+    }
+    assert!(
+        matches!(
+            out[2].event.as_ref().map(|e| &e.kind),
+            Some(ourios_miner::AuditEventKind::TemplateDefined { template_key, .. })
+                if *template_key == overflow_key
+        ),
+        "the overflow key is defined the first time: {:?}",
+        out[2].event
+    );
+    assert!(out[3].event.is_none(), "and only then");
+    assert_eq!(out[4].record.template_id, 1, "a known shape still mines");
+
+    let mut regen = TenantMiner::new("t", config, Arc::new(FixedClock::new(5)));
+    for l in lines {
+        regen.ingest_regenerate(l);
+    }
+    assert_eq!(regen.snapshot(), m.snapshot());
+    assert_eq!(
+        MinerConfig::default().with_max_templates(0),
+        Err(ourios_miner::ConfigError::MaxTemplates { value: 0 })
+    );
+}

@@ -269,3 +269,72 @@ async fn hostile_a_request_that_expands_past_the_limit_is_413() {
     assert_eq!(node.core.wal().stats().appends, appends, "nothing written");
     node.shutdown().await.unwrap();
 }
+
+/// Proves the tenant cap: with `max_tenants = 2`, a third tenant gets `429` naming the limit
+/// and writes nothing, known tenants keep being served, and after a restart the recovered
+/// tenants count (and are served) while a new one is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_tenants_past_the_cap_are_refused_by_name() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let cfg = config(dir.path(), |a| a.max_tenants = Some(2));
+    let node = start(cfg.clone(), &store).await;
+    for t in ["a", "b"] {
+        let (status, body) = post_logs(&node, t, &request(&lines(2, 1))).await;
+        assert_eq!(status, 200, "{t}: {body}");
+    }
+    let appends = node.core.wal().stats().appends;
+    let (status, body) = post_logs(&node, "c", &request(&lines(2, 1))).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(
+        body.contains("`c`") && body.contains("max_tenants"),
+        "{body}"
+    );
+    assert_eq!(node.core.wal().stats().appends, appends, "nothing written");
+    let (status, _) = post_logs(&node, "a", &request(&lines(2, 2))).await;
+    assert_eq!(status, 200, "a known tenant is served");
+    node.shutdown().await.unwrap();
+
+    let node = start(cfg, &store).await;
+    let (status, _) = post_logs(&node, "b", &request(&lines(2, 3))).await;
+    assert_eq!(status, 200, "a recovered tenant is served");
+    let (status, body) = post_logs(&node, "d", &request(&lines(2, 3))).await;
+    assert_eq!(status, 429, "recovered tenants count: {body}");
+    node.shutdown().await.unwrap();
+}
+
+/// Proves the template cap end to end: with `max_templates_per_tenant = 3`, twelve lines of
+/// twelve shapes are all acknowledged, the ones past the cap go to the overflow template (kept
+/// whole, counted), and every line comes back byte for byte from the store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_templates_past_the_cap_overflow_and_still_rebuild() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| a.max_templates_per_tenant = Some(3)),
+        &store,
+    )
+    .await;
+    let overflow = metric(&node, ourios_node::metrics::TEMPLATE_OVERFLOW, &[]).await;
+    let bodies: Vec<String> = (1..=12)
+        .map(|n| {
+            (0..n)
+                .map(|i| format!("w{n}x{i}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let lsn = ingest(&node, "t", &bodies).await;
+    cut(&node).await;
+    assert!(
+        metric(&node, ourios_node::metrics::TEMPLATE_OVERFLOW, &[]).await >= overflow + 9.0,
+        "nine lines past the cap"
+    );
+    let have = records_with_bodies(&store).await;
+    for (id, line) in frame_ids(lsn, 12).into_iter().zip(&bodies) {
+        assert_eq!(&have[&("t".to_owned(), id)].1, line);
+    }
+    node.shutdown().await.unwrap();
+}
