@@ -10,7 +10,8 @@
 //!   time this process puts below a directory, it syncs the whole chain from the object's
 //!   directory up to the store root, and remembers it (after the syncs succeeded).
 //! - the store root itself, created at start: its entry in its parent is synced once at start.
-//! - staging files (`<object>#<n>`) a crash left behind: removed at start, in the background.
+//! - staging files (`<object>#<n>`) a crash left behind: removed at start, in the background
+//!   (only those older than the start, so this process's own puts are never raced).
 //!
 //! Directory syncs go through [`DirSync`], so a test can see every one of them.
 
@@ -82,9 +83,12 @@ impl DurableLocalStore {
             .with_fsync(true);
         let cleanup_root = root.clone();
         // Leftover staging files only waste space: remove them without delaying the start.
+        // Only files older than this store: this process's own puts stage files from now on,
+        // and removing one of those would fail its put.
+        let started = std::time::SystemTime::now();
         let _ = std::thread::Builder::new()
             .name("ourios-store-cleanup".into())
-            .spawn(move || remove_staging_files(&cleanup_root));
+            .spawn(move || remove_staging_files(&cleanup_root, started));
         Ok(DurableLocalStore {
             inner,
             root,
@@ -149,9 +153,9 @@ fn is_staging_file(name: &str) -> bool {
     })
 }
 
-/// Removes every staging file below `root`; returns how many. Errors are ignored: a file that
-/// cannot be removed now is tried again at the next start.
-pub fn remove_staging_files(root: &FsPath) -> usize {
+/// Removes every staging file below `root` last modified before `older_than`; returns how
+/// many. Errors are ignored: a file that cannot be removed now is tried again at the next start.
+pub fn remove_staging_files(root: &FsPath, older_than: std::time::SystemTime) -> usize {
     let mut removed = 0;
     let mut dirs = vec![root.to_path_buf()];
     while let Some(dir) = dirs.pop() {
@@ -166,7 +170,11 @@ pub fn remove_staging_files(root: &FsPath) -> usize {
                     let staging = path
                         .file_name()
                         .and_then(|n| n.to_str())
-                        .is_some_and(is_staging_file);
+                        .is_some_and(is_staging_file)
+                        && entry
+                            .metadata()
+                            .and_then(|m| m.modified())
+                            .is_ok_and(|t| t < older_than);
                     if staging && std::fs::remove_file(&path).is_ok() {
                         removed += 1;
                     }

@@ -195,7 +195,9 @@ fn file_url_store_fsyncs_objects() {
     assert!(debug.contains("fsync: true"), "{debug}");
 }
 
-/// Proves staging files a crash left behind are removed at start, and objects are not.
+/// Proves staging files a crash left behind are removed at start, objects are not, and
+/// neither are staging files newer than the start (a put of this process in progress: the
+/// cleanup thread used to race the first puts and fail them).
 #[test]
 fn leftover_staging_files_are_removed() {
     let dir = tempfile::tempdir().unwrap();
@@ -204,7 +206,14 @@ fn leftover_staging_files_are_removed() {
     std::fs::write(d.join("1-a-0.parquet"), b"object").unwrap();
     std::fs::write(d.join("1-a-1.parquet#1"), b"staged").unwrap();
     std::fs::write(d.join("1-a-1.parquet#2"), b"staged").unwrap();
-    assert_eq!(ourios_sinks::remove_staging_files(dir.path()), 2);
+    let before = std::time::SystemTime::UNIX_EPOCH;
+    assert_eq!(
+        ourios_sinks::remove_staging_files(dir.path(), before),
+        0,
+        "a staging file newer than the start may be a put in progress"
+    );
+    let later = std::time::SystemTime::now() + std::time::Duration::from_secs(1);
+    assert_eq!(ourios_sinks::remove_staging_files(dir.path(), later), 2);
     let left: Vec<_> = std::fs::read_dir(&d)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
