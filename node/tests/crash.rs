@@ -485,7 +485,37 @@ fn round_flags(round: u64, rng: &mut Rng) -> Vec<String> {
     if round % 4 == 3 {
         flags.extend(["--wal-segment-bytes".to_owned(), "65536".to_owned()]);
     }
+    // Another miner configuration: the snapshots of the last round are not used, the miners
+    // start empty, and template keys must still name one text each.
+    if round % 5 == 4 {
+        flags.extend(["--similarity".to_owned(), "0.4".to_owned()]);
+    }
     flags
+}
+
+/// Damages (even rounds) or deletes (odd rounds) every tenant snapshot the last round left:
+/// recovery must fall back to replay and template keys must still name one text each.
+fn spoil_snapshots(data: &Path, round: u64) -> usize {
+    let dir = data.join("wal").join("tenants");
+    let mut spoiled = 0;
+    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|e| e != "snap") {
+            continue;
+        }
+        if round.is_multiple_of(2) {
+            let mut bytes = std::fs::read(&path).expect("reading a snapshot");
+            let mid = bytes.len() / 2;
+            if let Some(b) = bytes.get_mut(mid) {
+                *b ^= 0xa5;
+            }
+            std::fs::write(&path, bytes).expect("damaging a snapshot");
+        } else {
+            std::fs::remove_file(&path).expect("deleting a snapshot");
+        }
+        spoiled += 1;
+    }
+    spoiled
 }
 
 fn count_files(dir: &Path) -> usize {
@@ -599,10 +629,13 @@ fn read_store(data: &Path) -> StoreContents {
 /// with requests in flight. Every round's start proves the WAL healed whatever tail the kill
 /// left (a torn tail that did not heal refuses to start); every third round also appends a
 /// torn frame to the newest segment (header with a short body, half a header, zeros) and the
-/// next start must report it healed. A last start recovers and SIGTERM runs the final cut.
-/// Then every line whose request got a `200` must be in the store at least once (found by its
-/// key attribute) with the body that was sent, rebuilt from the template version its audit
-/// event carries; a record whose template has no audit event in the store breaks I3.
+/// next start must report it healed. Every fourth round damages or deletes the snapshots the
+/// kill left, and every fifth restarts under another `--similarity`, so miners start empty
+/// while the store already holds their keys. A last start recovers and SIGTERM runs the final
+/// cut. Then every line whose request got a `200` must be in the store at least once (found by
+/// its key attribute) with the body that was sent, rebuilt from the text its template key names
+/// in the audit series; a record whose key has no definition in the store breaks I3, and a key
+/// naming two texts is a conflict.
 /// Duplicates are allowed (I2) and reported.
 ///
 /// Mutation check: in `recover` (lib.rs), treat `ReplayMode::Normal` frames like `Skipped`
@@ -704,6 +737,10 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         round_acks.extend(rx.try_iter());
         if round % 3 == 1 {
             torn_last_round = Some(tear_tail(data, round / 3));
+        }
+        if round % 4 == 1 {
+            let spoiled = spoil_snapshots(data, round / 4);
+            eprintln!("crash: round {round:>2}: spoiled {spoiled} snapshots");
         }
         let lines: usize = round_acks.iter().map(|a| a.lines.len()).sum();
         eprintln!(

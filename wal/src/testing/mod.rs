@@ -2,6 +2,9 @@
 //! [`WalIo`] and fails, or pauses, the n-th call at a chosen [`FaultPoint`].
 //!
 //! Not for production use; it costs nothing unless a caller opens a WAL with it.
+//! [`power_loss`] simulates losing power: what was not synced may be gone.
+
+pub mod power_loss;
 
 use std::fmt;
 use std::io::{self, Read};

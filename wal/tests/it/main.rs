@@ -6,6 +6,7 @@ mod crash;
 mod faults;
 mod marks;
 mod model;
+mod power_loss;
 mod recovery;
 mod replay;
 mod rotation;
