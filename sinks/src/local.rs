@@ -11,7 +11,7 @@
 //!   directory up to the store root, and remembers it (after the syncs succeeded).
 //! - the store root itself, created at start: its entry in its parent is synced once at start.
 //! - staging files (`<object>#<n>`) a crash left behind: removed at start, in the background
-//!   (only those older than the start, so this process's own puts are never raced).
+//!   (only those a minute older than the start, so this process's own puts are never raced).
 //!
 //! Directory syncs go through [`DirSync`], so a test can see every one of them.
 
@@ -26,6 +26,9 @@ use object_store::{ObjectStore, PutOptions, PutPayload, PutResult, Result};
 
 use crate::store::BoxFut;
 use crate::sync::{Arc, Mutex, lock};
+
+/// Staging files younger than this at start are left alone (see `DurableLocalStore::new`).
+const STAGING_MARGIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Makes a directory's entries durable.
 pub trait DirSync: Send + Sync + fmt::Debug {
@@ -83,12 +86,14 @@ impl DurableLocalStore {
             .with_fsync(true);
         let cleanup_root = root.clone();
         // Leftover staging files only waste space: remove them without delaying the start.
-        // Only files older than this store: this process's own puts stage files from now on,
-        // and removing one of those would fail its put.
-        let started = std::time::SystemTime::now();
+        // Only files well older than this store: this process's own puts stage files from now
+        // on, removing one would fail its put, and file times are coarser than the clock (a
+        // file staged just after this line can carry an earlier time). A crash's leftovers
+        // younger than the margin go at a later start.
+        let older_than = std::time::SystemTime::now() - STAGING_MARGIN;
         let _ = std::thread::Builder::new()
             .name("ourios-store-cleanup".into())
-            .spawn(move || remove_staging_files(&cleanup_root, started));
+            .spawn(move || remove_staging_files(&cleanup_root, older_than));
         Ok(DurableLocalStore {
             inner,
             root,
