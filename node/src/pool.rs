@@ -45,6 +45,13 @@ impl RequeueTarget<LogRecord> for BufferOnly {
     }
 }
 
+/// Test hook (always false unless the `failpoints` feature is on): `submit` finds the pool
+/// disconnected, so a test drives the real fallback branch.
+fn disconnected_by_failpoint() -> bool {
+    fail::fail_point!("node::pool::disconnected", |_| true);
+    false
+}
+
 /// The pool. Dropping it stops the workers (after they drain the queue) and joins the
 /// supervisor.
 #[derive(Debug)]
@@ -83,11 +90,14 @@ impl EncodePool {
     /// the records go into the buffers through `buffer_only` (published by the next sweep or
     /// cut), and the guard ends normally: the caller still acknowledges.
     pub(crate) fn submit(&self, records: Vec<LogRecord>, guard: BatchGuard) {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let tx = if disconnected_by_failpoint() {
+            None
+        } else {
+            self.tx
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone()
+        };
         let batch = EncodeBatch { records, guard };
         let batch = match tx {
             Some(tx) => match tx.send(batch) {

@@ -342,7 +342,16 @@ impl SharedParquetAuditSink {
         st.buffer = kept;
         st.gauges();
         drop(st);
-        group_events(taken)
+        // From here until the caller moves the groups into its `Drained`, the events exist
+        // only on this stack: a guard puts them back if anything unwinds.
+        let mut guard = Taken {
+            sink: self,
+            events: Some(taken),
+        };
+        // Test hook (compiled out unless `failpoints`): a panic with the buffer emptied.
+        fail::fail_point!("sinks::audit::taken");
+        // Grouping cannot panic (pure arithmetic and map inserts; allocation failure aborts).
+        group_events(guard.events.take().unwrap_or_default())
     }
 
     /// Put `groups` back ahead of anything emitted since they were taken, restoring the buffered
@@ -350,8 +359,11 @@ impl SharedParquetAuditSink {
     /// ahead of every concurrent emit and beside other requeued or set-aside events. Never panics
     /// (a `Drop` path calls it).
     pub fn requeue_ahead(&self, groups: Vec<AuditGroup>) {
-        let mut events: Vec<(u64, AuditEvent)> =
-            groups.into_iter().flat_map(|g| g.events).collect();
+        self.requeue_events(groups.into_iter().flat_map(|g| g.events).collect());
+    }
+
+    /// As [`SharedParquetAuditSink::requeue_ahead`], for events not grouped yet.
+    fn requeue_events(&self, mut events: Vec<(u64, AuditEvent)>) {
         events.sort_by_key(|(seq, _)| *seq);
         let mut st = lock(&self.inner.state);
         let buffered = std::mem::take(&mut st.buffer);
@@ -552,6 +564,22 @@ impl RequeueTarget<AuditGroup> for SharedParquetAuditSink {
 
 /// Group `(seq, event)` pairs by (tenant, UTC day); a tenant's events that derive no day form one
 /// group carrying the first derive error. Groups are ordered by their oldest seq.
+/// Events `take_groups` removed from the buffer and has not handed over yet: put back ahead
+/// on drop (an unwind), unless taken out first.
+struct Taken<'a> {
+    sink: &'a SharedParquetAuditSink,
+    events: Option<Vec<(u64, AuditEvent)>>,
+}
+
+impl Drop for Taken<'_> {
+    /// Never panics: `requeue_events` recovers a poisoned lock.
+    fn drop(&mut self) {
+        if let Some(events) = self.events.take() {
+            self.sink.requeue_events(events);
+        }
+    }
+}
+
 fn group_events(events: Vec<(u64, AuditEvent)>) -> Vec<AuditGroup> {
     let mut groups: BTreeMap<(Tenant, Option<Day>), AuditGroup> = BTreeMap::new();
     for (seq, event) in events {

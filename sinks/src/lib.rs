@@ -20,7 +20,8 @@
 //!
 //! Failpoints (feature `failpoints`, compiled out otherwise): `sinks::drain::between_partitions`
 //! (after each partition a drain moved into the caller's slot), `sinks::audit::take` (entry of
-//! the audit take, nothing removed yet), `sinks::append::trigger` (after the append handoff,
+//! the audit take, nothing removed yet), `sinks::audit::taken` (the audit take with the buffer
+//! emptied, the events not handed over yet), `sinks::append::trigger` (after the append handoff,
 //! before the trigger step), `sinks::audit::before_put` and `sinks::publish::before_put` (an item
 //! InFlight, its put not started).
 //!

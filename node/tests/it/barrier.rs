@@ -112,3 +112,111 @@ async fn rfc0054_barrier_never_stamps_past_records_out_of_the_buffer_at_a_later_
     assert_frontier_only_over_durable(&node, &store, "t", &[(a, 3), (b, 12)]).await;
     node.shutdown().await.unwrap();
 }
+
+/// A panic point of a cut's publish, armed on the real node.
+#[derive(Debug, Clone, Copy)]
+enum CutPanic {
+    /// Between the partitions of the record drain (the second take).
+    RecordDrain,
+    /// At the entry of the audit take, nothing removed yet.
+    AuditTake,
+    /// Inside the audit take, the buffer emptied, the events not handed over yet.
+    AuditTaken,
+    /// In `write_ordered`, before the audit write.
+    BeforeAuditWrite,
+    /// Inside the audit write: the store panics on the first audit put, before or after it
+    /// took the object.
+    InsideAuditWrite { after: bool },
+    /// Between the audit write and the record publish.
+    BetweenWrites,
+}
+
+impl CutPanic {
+    fn arm(self, store: &FaultyStore) {
+        match self {
+            CutPanic::RecordDrain => {
+                fail::cfg("sinks::drain::between_partitions", "1*off->1*panic->off").unwrap()
+            }
+            CutPanic::AuditTake => fail::cfg("sinks::audit::take", "1*panic->off").unwrap(),
+            CutPanic::AuditTaken => fail::cfg("sinks::audit::taken", "1*panic->off").unwrap(),
+            CutPanic::BeforeAuditWrite => {
+                fail::cfg("publisher::write_ordered::before_audit", "1*panic->off").unwrap()
+            }
+            CutPanic::InsideAuditWrite { after } => store.on_nth_with_prefix(
+                "audit/",
+                0,
+                if after {
+                    Fault::PanicAfterPut
+                } else {
+                    Fault::PanicBeforePut
+                },
+            ),
+            CutPanic::BetweenWrites => {
+                fail::cfg("publisher::write_ordered::between", "1*panic->off").unwrap()
+            }
+        }
+    }
+}
+
+/// RFC0054.1's "no WAL mark across unrequeued data", on the real node with its WAL and barrier:
+/// a cut panics in the record drain, at the entry of and inside the audit take, before the
+/// audit write, inside it (before and after the store took the object) and between the writes.
+/// After each, no tenant's frontier is past a record that is not in the store, every record is
+/// in the store or back in its buffer, and the next cut publishes everything and stamps both
+/// tenants.
+///
+/// Mutation check: drop the `Taken` guard's requeue in `take_groups` and the AuditTaken case
+/// never publishes tenant `t`'s records (their events are gone, I3 holds them back).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_1_no_frontier_past_unrequeued_data_at_each_cut_panic_point() {
+    let _scenario = fail::FailScenario::setup();
+    for point in [
+        CutPanic::RecordDrain,
+        CutPanic::AuditTake,
+        CutPanic::AuditTaken,
+        CutPanic::BeforeAuditWrite,
+        CutPanic::InsideAuditWrite { after: false },
+        CutPanic::InsideAuditWrite { after: true },
+        CutPanic::BetweenWrites,
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FaultyStore::new();
+        let node = start(config(dir.path(), inline), &store).await;
+        let t = ingest(&node, "t", &lines(5, 1)).await;
+        let u = ingest(&node, "u", &lines(5, 2)).await;
+        point.arm(&store);
+        assert!(
+            matches!(
+                bounded("cut", node.cadence.cut_now()).await,
+                Some(TickResult::Panicked)
+            ),
+            "{point:?}: the cut panicked"
+        );
+        store.clear_faults();
+        for (tenant, lsn) in [("t", t), ("u", u)] {
+            assert_frontier_only_over_durable(&node, &store, tenant, &[(lsn, 5)]).await;
+            let have = ids_in_store(&store).await;
+            let buffered = node.core.records().buffered_ids(&Tenant::new(tenant));
+            for id in frame_ids(lsn, 5) {
+                assert!(
+                    have.contains_key(&id) || buffered.contains(&id),
+                    "{point:?}: record {id} of {tenant} is neither durable nor buffered"
+                );
+            }
+        }
+        let report = cut(&node).await;
+        for (tenant, lsn) in [("t", t), ("u", u)] {
+            assert_eq!(
+                report.stamped.get(tenant),
+                Some(&lsn.0),
+                "{point:?}: {report:?}"
+            );
+            assert_eq!(
+                missing(&store, &frame_ids(lsn, 5)).await,
+                vec![],
+                "{point:?}"
+            );
+        }
+        node.shutdown().await.unwrap();
+    }
+}

@@ -192,3 +192,46 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
         node.shutdown().await.unwrap();
     }
 }
+
+/// U.7's fallback branch, positively: `submit` finds the pool disconnected (failpoint), so the
+/// records go into the buffers through `buffer_only`; the request is still acknowledged, the
+/// fallback is counted on `ourios.ingest.encode_fallback`, nothing is published before a
+/// sweep or cut (no trigger), and the next cut publishes every record and stamps the frame.
+///
+/// Mutation check: in `EncodePool::submit`, drop the `buffer_only` call of the fallback and
+/// the records are never published.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_u7_submit_on_a_disconnected_pool_buffers_and_acknowledges() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            a.encode_workers = Some(1);
+            a.partition_target_bytes = Some(1);
+        }),
+        &store,
+    )
+    .await;
+    let fallbacks = metric(&node, ourios_node::metrics::INGEST_ENCODE_FALLBACK, &[]).await;
+    fail::cfg("node::pool::disconnected", "return").unwrap();
+    let (status, body) = post_logs(&node, "t", &request(&lines(6, 1))).await;
+    assert_eq!(status, 200, "acknowledged: {body}");
+    fail::remove("node::pool::disconnected");
+    let lsn = node.core.wal().stats().durable_lsn;
+    assert_eq!(
+        metric(&node, ourios_node::metrics::INGEST_ENCODE_FALLBACK, &[]).await,
+        fallbacks + 1.0
+    );
+    assert_eq!(
+        node.core
+            .records()
+            .buffered_ids(&ourios_sinks::Tenant::new("t")),
+        frame_ids(lsn, 6),
+        "buffered, not published: buffer_only never triggers (even at a 1-byte target)"
+    );
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&lsn.0), "{report:?}");
+    assert_eq!(missing(&store, &frame_ids(lsn, 6)).await, vec![]);
+    node.shutdown().await.unwrap();
+}

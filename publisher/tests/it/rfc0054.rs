@@ -25,8 +25,11 @@ fn populate(rig: &mut Rig) -> Vec<RecordId> {
 
 #[derive(Debug, Clone, Copy)]
 enum Point {
-    /// `fail` failpoint inside the audit take (the first take).
+    /// `fail` failpoint at the entry of the audit take (the first take), nothing removed yet.
     AuditTake,
+    /// `fail` failpoint inside the audit take with the buffer already emptied: the events
+    /// exist only in the take until it returns.
+    AuditTaken,
     /// `fail` failpoint between partitions of the record drain (the second take).
     RecordDrain,
     /// `fail` failpoint in `write_ordered` before `write_owned`.
@@ -50,6 +53,7 @@ impl Point {
         };
         match self {
             Point::AuditTake => fail::cfg("sinks::audit::take", "panic").unwrap(),
+            Point::AuditTaken => fail::cfg("sinks::audit::taken", "panic").unwrap(),
             Point::RecordDrain => {
                 fail::cfg("sinks::drain::between_partitions", "1*off->panic").unwrap()
             }
@@ -103,6 +107,7 @@ fn panic_at(point: Point) {
     });
     assert!(result.is_err(), "{point:?}: the armed point did not panic");
     fail::remove("sinks::audit::take");
+    fail::remove("sinks::audit::taken");
     fail::remove("sinks::drain::between_partitions");
     fail::remove("publisher::write_ordered::before_audit");
     fail::remove("publisher::write_ordered::between");
@@ -202,12 +207,16 @@ fn panic_at(point: Point) {
 /// take, during the record drain (the second take), before the audit write, inside it,
 /// between the writes, inside the record publish — leaves every record and unsettled audit
 /// event reachable, settled audit events out, and a later healthy publish completes.
+/// The AuditTaken case panics with the audit buffer already emptied, which the entry point
+/// (AuditTake) never reaches.
 /// Mutation check: in `PublishCoordinator::drain_all`, move `drain_all(drained.record_slot())`
-/// into a local `Vec` pushed into the slot afterwards, and the RecordDrain case loses records.
+/// into a local `Vec` pushed into the slot afterwards, and the RecordDrain case loses records;
+/// drop the `Taken` guard's requeue in `take_groups` and the AuditTaken case loses events.
 #[test]
 fn rfc0054_1_panic_at_each_point_keeps_records_and_unsettled_audit() {
     for point in [
         Point::AuditTake,
+        Point::AuditTaken,
         Point::RecordDrain,
         Point::BeforeAuditWrite,
         Point::BetweenWrites,
