@@ -134,3 +134,76 @@ async fn rfc0056_1_restart_into_repaired_store_publishes_terminal_tenant_with_re
     assert_eq!(status, 200, "{body}");
     node.shutdown().await.unwrap();
 }
+
+/// A miner clock the test sets: nanoseconds since the epoch, possibly before it.
+#[derive(Debug)]
+struct SetClock(std::sync::atomic::AtomicI64);
+
+impl ourios_miner::Clock for SetClock {
+    fn now_unix_nanos(&self) -> i128 {
+        // Relaxed: a test setting read by the miner; nothing else is published through it.
+        i128::from(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+}
+
+async fn start_with_clock(cfg: ourios_node::Config, store: &FaultyStore, nanos: i64) -> Node {
+    Node::start(
+        cfg,
+        ourios_node::NodeOptions {
+            store: Some(store.as_dyn()),
+            clock: Some(std::sync::Arc::new(SetClock(
+                std::sync::atomic::AtomicI64::new(nanos),
+            ))),
+            install_metrics: true,
+            recovery_cut_bytes: None,
+        },
+    )
+    .await
+    .expect("node starts")
+}
+
+/// RFC0056.2 end to end with a bad miner clock, and its restart leg: a node whose clock reads
+/// before the epoch mines tenant `t`'s templates with events no partition can hold, so the cut
+/// makes `t` terminal (refused by name, nothing of it in the store); a restart into the same
+/// broken clock re-mines the frames and re-enters the terminal state, visibly; a restart with a
+/// sound clock publishes every record under regenerated template events.
+///
+/// Mutation check: make `write_owned` treat a derive failure as `Retained` and `t` is never
+/// terminal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0056_2_bad_miner_clock_is_terminal_again_after_a_restart_into_it() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let cfg = config(dir.path(), |_| {});
+    let before_epoch = -1_000_000_000;
+
+    let node = start_with_clock(cfg.clone(), &store, before_epoch).await;
+    let lsn = ingest(&node, "t", &lines(4, 1)).await;
+    let report = cut(&node).await;
+    assert!(node.core.is_terminal("t"), "{report:?}");
+    let (status, body) = post_logs(&node, "t", &request(&lines(2, 2))).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("`t`"), "{body}");
+    assert_eq!(missing(&store, &frame_ids(lsn, 4)).await.len(), 4);
+    node.shutdown().await.unwrap();
+
+    let node = start_with_clock(cfg.clone(), &store, before_epoch).await;
+    cut(&node).await;
+    assert!(
+        node.core.is_terminal("t"),
+        "a restart into a clock that is still broken re-enters the terminal state"
+    );
+    assert_eq!(missing(&store, &frame_ids(lsn, 4)).await.len(), 4);
+    node.shutdown().await.unwrap();
+
+    let node = start_with_clock(cfg, &store, TIME as i64).await;
+    let report = cut(&node).await;
+    assert!(!node.core.is_terminal("t"), "{report:?}");
+    assert_eq!(missing(&store, &frame_ids(lsn, 4)).await, vec![]);
+    let rebuilt = records_with_bodies(&store).await;
+    for (id, line) in frame_ids(lsn, 4).into_iter().zip(lines(4, 1)) {
+        assert_eq!(rebuilt[&("t".to_owned(), id)].1, line);
+    }
+    node.shutdown().await.unwrap();
+}

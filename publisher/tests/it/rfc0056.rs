@@ -115,6 +115,23 @@ fn rfc0056_2_underivable_audit_event_takes_the_terminal_path() {
     assert_terminal_path(&mut rig, "bad", &bad_ids, &good_ids);
 }
 
+/// RFC0056.2, the other way a partition will not derive: an event stamped past the nanosecond
+/// range (a clock beyond 2262) takes the same terminal path through `write_ordered`.
+/// Mutation check: make `check_nanos` accept values past `i64::MAX` and the event is written
+/// (or the encoder fails transiently), so the tenant never becomes terminal.
+#[test]
+fn rfc0056_2_nanosecond_overflow_event_takes_the_terminal_path() {
+    let mut rig = Rig::new();
+    let bad_ids = rig.append("bad", 0, 4);
+    let good_ids = rig.append("good", 0, 4);
+    let wm = rig.emit_event_at("bad", 99, i128::from(i64::MAX) + 1);
+    let r = crate::rig::record("bad", 100, 0, T0, wm);
+    let mut bad_ids = bad_ids;
+    bad_ids.push(r.id);
+    let _ = rig.records.append(r);
+    assert_terminal_path(&mut rig, "bad", &bad_ids, &good_ids);
+}
+
 /// A transient audit failure retains the tenant (requeued, not terminal), and the next healthy
 /// write publishes everything: retained is not terminal.
 /// Mutation check: map `Retained` to the terminal arm and the tenant is set aside.
