@@ -49,6 +49,10 @@ const TASKS: &[(&str, &str)] = &[
         "run one criterion benchmark (or list them); prints ratios vs baselines",
     ),
     (
+        "chaos [--secs N] [--debug]",
+        "the release node SIGKILLed every 0.5-3 s under 4 writers for N s (60): lost, duplicated",
+    ),
+    (
         "bench ingest [flags]",
         "end to end: release node + load generator over HTTP -> target/bench/ingest.md",
     ),
@@ -84,6 +88,7 @@ fn run() -> Result<()> {
             rfc::run(&root, number, strict)
         }
         Some("interop") => interop::run(&root),
+        Some("chaos") => chaos(&args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
@@ -133,6 +138,10 @@ fn ci(root: &Path) -> Result<()> {
     step("rfc 0056", || rfc::run(root, "0056", false))?;
     step("rfc 0057", || rfc::run(root, "0057", false))?;
     step("interop", || interop_in_ci(root))?;
+    // The short form: the debug node (already built), 20 seconds of kills.
+    step("chaos (short)", || {
+        chaos(&["--secs".into(), "20".into(), "--debug".into()])
+    })?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -287,6 +296,57 @@ fn bench_ingest(flags: &[String]) -> Result<()> {
         bail!("ourios-loadgen bench exited with {status}");
     }
     Ok(())
+}
+
+/// `cargo xtask chaos [--secs N] [--debug]`: the crash test in chaos mode against the release
+/// node (or the debug one): 4 writers over 4 tenants, a SIGKILL every 0.5-3 s for N seconds,
+/// damaged snapshots and other miner settings between some rounds; prints kills, requests,
+/// acknowledged lines, lost, duplicated and the frames each restart recovered, and fails if an
+/// acknowledged line is missing or does not rebuild.
+fn chaos(args: &[String]) -> Result<()> {
+    let mut secs = 60u64;
+    let mut debug = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--secs" => {
+                secs = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .context("--secs takes a whole number of seconds")?;
+            }
+            "--debug" => debug = true,
+            other => bail!("chaos: unknown flag `{other}` (expected --secs N, --debug)"),
+        }
+    }
+    let secs_text = secs.to_string();
+    let mut envs: Vec<(&str, String)> = vec![("OURIOS_CRASH_SECS", secs_text)];
+    if !debug {
+        cargo(&[
+            "build",
+            "--release",
+            "--locked",
+            "-p",
+            "ourios-node",
+            "--bins",
+        ])?;
+        let node = target_dir().join("release").join("ourios-node");
+        envs.push(("OURIOS_CRASH_NODE", node.display().to_string()));
+    }
+    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    cargo_env(
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ourios-node",
+            "--test",
+            "crash",
+            "--",
+            "--nocapture",
+        ],
+        &envs,
+    )
 }
 
 fn package(folder: &str) -> String {
