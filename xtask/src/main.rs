@@ -29,7 +29,7 @@ pub(crate) const LOOM_MAX_PREEMPTIONS: &str = "2";
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "everything CI runs: fmt, clippy, tests, doc tests, loom, rustdoc, rfc tables, interop",
+        "everything CI runs: fmt, clippy, tests, loom, rustdoc, rfc tables, interop, chaos, fuzz",
     ),
     (
         "test [crate]",
@@ -51,6 +51,10 @@ const TASKS: &[(&str, &str)] = &[
     (
         "chaos [--secs N] [--debug]",
         "the release node SIGKILLed every 0.5-3 s under 4 writers for N s (60): lost, duplicated",
+    ),
+    (
+        "fuzz [target] [--secs N]",
+        "cargo-fuzz targets (nightly) for N s each (60): OTLP bodies, WAL files, snapshots, templates",
     ),
     (
         "bench ingest [flags]",
@@ -89,6 +93,7 @@ fn run() -> Result<()> {
         }
         Some("interop") => interop::run(&root),
         Some("chaos") => chaos(&args[1..]),
+        Some("fuzz") => fuzz(&root, &args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
@@ -142,6 +147,8 @@ fn ci(root: &Path) -> Result<()> {
     step("chaos (short)", || {
         chaos(&["--secs".into(), "20".into(), "--debug".into()])
     })?;
+    // The short form: each cargo-fuzz target for 10 seconds.
+    step("fuzz (short)", || fuzz_in_ci(root))?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())
 }
@@ -166,6 +173,26 @@ fn interop_in_ci(root: &Path) -> Result<()> {
         return Ok(());
     }
     interop::run(root)
+}
+
+/// The fuzz targets need cargo-fuzz and the nightly toolchain. `.ci/run` installs cargo-fuzz
+/// and requires the step; elsewhere a machine without it gets a notice.
+fn fuzz_in_ci(root: &Path) -> Result<()> {
+    let required = env::var_os("OURIOS_REQUIRE_FUZZ").is_some_and(|v| v != "0");
+    let available = Command::new("cargo")
+        .args(["+nightly", "fuzz", "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !available && !required {
+        println!(
+            "fuzz: NOT RUN: cargo-fuzz or the nightly toolchain is not installed here (CI \
+             installs cargo-fuzz and requires this step; `cargo install --locked cargo-fuzz`)"
+        );
+        return Ok(());
+    }
+    fuzz(root, &["--secs".into(), "10".into()])
 }
 
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
@@ -298,6 +325,13 @@ fn bench_ingest(flags: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The value of a `--secs` flag.
+fn secs_value(value: Option<&String>) -> Result<u64> {
+    value
+        .and_then(|v| v.parse().ok())
+        .context("--secs takes a whole number of seconds")
+}
+
 /// `cargo xtask chaos [--secs N] [--debug]`: the crash test in chaos mode against the release
 /// node (or the debug one): 4 writers over 4 tenants, a SIGKILL every 0.5-3 s for N seconds,
 /// damaged snapshots and other miner settings between some rounds; prints kills, requests,
@@ -309,12 +343,7 @@ fn chaos(args: &[String]) -> Result<()> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--secs" => {
-                secs = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .context("--secs takes a whole number of seconds")?;
-            }
+            "--secs" => secs = secs_value(it.next())?,
             "--debug" => debug = true,
             other => bail!("chaos: unknown flag `{other}` (expected --secs N, --debug)"),
         }
@@ -347,6 +376,69 @@ fn chaos(args: &[String]) -> Result<()> {
         ],
         &envs,
     )
+}
+
+/// The cargo-fuzz targets in `xtask/fuzz` (their own workspace, built with nightly).
+const FUZZ_TARGETS: &[&str] = &[
+    "otlp_decode",
+    "wal_files",
+    "miner_snapshot",
+    "template_parse",
+];
+
+/// `cargo xtask fuzz [target] [--secs N]`: runs each cargo-fuzz target (or one) for N seconds
+/// (60) with the preinstalled nightly toolchain and prints the executions libFuzzer reports.
+/// A crash fails the task; libFuzzer leaves the input in `xtask/fuzz/artifacts/<target>/`, and it
+/// becomes a regression test. Needs `cargo install --locked cargo-fuzz`.
+fn fuzz(root: &Path, args: &[String]) -> Result<()> {
+    let mut secs = 60u64;
+    let mut only: Option<&str> = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--secs" => secs = secs_value(it.next())?,
+            t if FUZZ_TARGETS.contains(&t) => only = Some(t),
+            other => bail!("fuzz: unknown target or flag `{other}` (targets: {FUZZ_TARGETS:?})"),
+        }
+    }
+    let fuzz_dir = root.join("xtask").join("fuzz");
+    let mut summary = Vec::new();
+    for target in FUZZ_TARGETS
+        .iter()
+        .filter(|t| only.is_none_or(|o| o == **t))
+    {
+        let corpus = fuzz_dir.join("corpus").join(target);
+        std::fs::create_dir_all(&corpus)?;
+        let mut cmd = Command::new("cargo");
+        cmd.args(["+nightly", "fuzz", "run", "--fuzz-dir"])
+            .arg(&fuzz_dir)
+            .arg(target)
+            .arg(&corpus)
+            .arg("--")
+            .arg(format!("-max_total_time={secs}"))
+            // Its own target dir: nightly and sanitizer builds never share the workspace's.
+            .env("CARGO_TARGET_DIR", target_dir().join("fuzz"))
+            .stderr(std::process::Stdio::piped());
+        println!("$ {cmd:?}");
+        let output = cmd
+            .output()
+            .context("could not run cargo fuzz (cargo install cargo-fuzz)")?;
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let done = stderr
+            .lines()
+            .rev()
+            .find(|l| l.starts_with("Done "))
+            .unwrap_or("no summary line")
+            .to_owned();
+        if !output.status.success() {
+            eprintln!("{stderr}");
+            bail!("fuzz target {target} failed (see xtask/fuzz/artifacts/{target}/)");
+        }
+        println!("fuzz {target}: {done}");
+        summary.push(format!("{target}: {done}"));
+    }
+    println!("fuzz: {}", summary.join("; "));
+    Ok(())
 }
 
 fn package(folder: &str) -> String {

@@ -22,29 +22,24 @@ use std::path::{Path, PathBuf};
 use crate::io::{SegmentFile, WalIo};
 use crate::sync::{Arc, Mutex, lock};
 
-/// A seeded pseudo-random source for crash images (xorshift64*).
+/// A seeded pseudo-random source for crash images (fastrand's generator).
 #[derive(Debug, Clone)]
-pub struct CrashRng(u64);
+pub struct CrashRng(fastrand::Rng);
 
 impl CrashRng {
     /// A source from `seed`.
     pub fn new(seed: u64) -> CrashRng {
-        CrashRng(seed | 1)
+        CrashRng(fastrand::Rng::with_seed(seed))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        self.0.u64(..)
     }
 
     /// A number in `0..=n`.
     pub fn upto(&mut self, n: usize) -> usize {
-        (self.next_u64() % (n as u64 + 1)) as usize
+        self.0.usize(0..=n)
     }
 }
 
