@@ -22,7 +22,8 @@ pub struct ServeArgs {
     /// TOML file with any of the settings below (field names as in the flags, with `_`).
     #[arg(long, env = "OURIOS_CONFIG")]
     pub config: Option<PathBuf>,
-    /// Address the OTLP/HTTP, /metrics and /healthz endpoints listen on [default: 127.0.0.1:4318].
+    /// Address the OTLP/HTTP, /metrics, /healthz and /readyz endpoints listen on
+    /// [default: 127.0.0.1:4318].
     #[arg(long, env = "OURIOS_LISTEN")]
     pub listen: Option<SocketAddr>,
     /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].

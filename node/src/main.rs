@@ -16,7 +16,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve OTLP/HTTP logs on /v1/logs, Prometheus metrics on /metrics, health on /healthz.
+    /// Serve OTLP/HTTP logs on /v1/logs, Prometheus metrics on /metrics, liveness on /healthz and
+    /// readiness on /readyz.
     Serve(ServeArgs),
 }
 
@@ -43,7 +44,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     .await?;
     let r = &node.recovery;
     eprintln!(
-        "ourios: listening on http://{} (POST /v1/logs, GET /metrics, GET /healthz); WAL in {}, store {}; \
+        "ourios: listening on http://{} (POST /v1/logs, GET /metrics, GET /healthz, GET /readyz); WAL in {}, store {}; \
          recovered {} frames ({} re-mined for state, {} skipped)",
         node.addr,
         data.join("wal").display(),
