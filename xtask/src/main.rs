@@ -297,16 +297,8 @@ fn bench(root: &Path, name: Option<&str>) -> Result<()> {
 /// to the generator (`--secs 5`, `--rates 50000,max`, `--tenants 8`, ...). The table is
 /// printed and written to `<target>/bench/ingest.md`.
 fn bench_ingest(flags: &[String]) -> Result<()> {
-    cargo(&[
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "ourios-node",
-        "--bins",
-    ])?;
+    let release = release_node_dir()?;
     let target = target_dir();
-    let release = target.join("release");
     let out = target.join("bench");
     let mut cmd = Command::new(release.join("ourios-loadgen"));
     cmd.arg("bench")
@@ -323,6 +315,19 @@ fn bench_ingest(flags: &[String]) -> Result<()> {
         bail!("ourios-loadgen bench exited with {status}");
     }
     Ok(())
+}
+
+/// Builds the node's release binaries (the node and the load generator); returns where they are.
+fn release_node_dir() -> Result<PathBuf> {
+    cargo(&[
+        "build",
+        "--release",
+        "--locked",
+        "-p",
+        "ourios-node",
+        "--bins",
+    ])?;
+    Ok(target_dir().join("release"))
 }
 
 /// The value of a `--secs` flag.
@@ -351,15 +356,7 @@ fn chaos(args: &[String]) -> Result<()> {
     let secs_text = secs.to_string();
     let mut envs: Vec<(&str, String)> = vec![("OURIOS_CRASH_SECS", secs_text)];
     if !debug {
-        cargo(&[
-            "build",
-            "--release",
-            "--locked",
-            "-p",
-            "ourios-node",
-            "--bins",
-        ])?;
-        let node = target_dir().join("release").join("ourios-node");
+        let node = release_node_dir()?.join("ourios-node");
         envs.push(("OURIOS_CRASH_NODE", node.display().to_string()));
     }
     let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
