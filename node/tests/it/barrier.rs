@@ -165,8 +165,9 @@ impl CutPanic {
 /// in the store or back in its buffer, and the next cut publishes everything and stamps both
 /// tenants.
 ///
-/// Mutation check: drop the `Taken` guard's requeue in `take_groups` and the AuditTaken case
-/// never publishes tenant `t`'s records (their events are gone, I3 holds them back).
+/// Mutation check (tried by hand): drop the `Taken` guard's requeue in `take_groups` and the
+/// AuditTaken case never publishes tenant `t`'s records (their events are gone, I3 holds them
+/// back).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_1_no_frontier_past_unrequeued_data_at_each_cut_panic_point() {
     let _scenario = fail::FailScenario::setup();

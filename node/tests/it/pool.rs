@@ -198,8 +198,8 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
 /// fallback is counted on `ourios.ingest.encode_fallback`, nothing is published before a
 /// sweep or cut (no trigger), and the next cut publishes every record and stamps the frame.
 ///
-/// Mutation check: in `EncodePool::submit`, drop the `buffer_only` call of the fallback and
-/// the records are never published.
+/// Fails if (reasoned, not yet run as a mutant): in `EncodePool::submit`, the fallback's
+/// `buffer_only` call is dropped; the records are then never published.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_u7_submit_on_a_disconnected_pool_buffers_and_acknowledges() {
     let _scenario = fail::FailScenario::setup();

@@ -168,8 +168,8 @@ async fn start_with_clock(cfg: ourios_node::Config, store: &FaultyStore, nanos: 
 /// broken clock re-mines the frames and re-enters the terminal state, visibly; a restart with a
 /// sound clock publishes every record under regenerated template events.
 ///
-/// Mutation check: make `write_owned` treat a derive failure as `Retained` and `t` is never
-/// terminal.
+/// Fails if (reasoned, not yet run as a mutant): `write_owned` treats a derive failure as
+/// `Retained`; `t` is then never terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0056_2_bad_miner_clock_is_terminal_again_after_a_restart_into_it() {
     let _scenario = fail::FailScenario::setup();

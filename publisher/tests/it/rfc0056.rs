@@ -117,8 +117,8 @@ fn rfc0056_2_underivable_audit_event_takes_the_terminal_path() {
 
 /// RFC0056.2, the other way a partition will not derive: an event stamped past the nanosecond
 /// range (a clock beyond 2262) takes the same terminal path through `write_ordered`.
-/// Mutation check: make `check_nanos` accept values past `i64::MAX` and the event is written
-/// (or the encoder fails transiently), so the tenant never becomes terminal.
+/// Fails if (reasoned, not yet run as a mutant): `check_nanos` accepts values past `i64::MAX`; the
+/// event is written (or the encoder fails transiently), so the tenant never becomes terminal.
 #[test]
 fn rfc0056_2_nanosecond_overflow_event_takes_the_terminal_path() {
     let mut rig = Rig::new();
@@ -164,8 +164,8 @@ fn rfc0056_transient_audit_failure_retains_not_terminal() {
 /// take nor retry `bad`. Before, the failure was reported and dropped: `bad` was retried on
 /// every drain forever, and each failure failed the cut's verdict for every tenant.
 ///
-/// Mutation check: delete the `set_aside` call after `publish_owned` in `write_ordered` and
-/// `bad` is never terminal.
+/// Fails if (reasoned, not yet run as a mutant): the `set_aside` call after `publish_owned` in
+/// `write_ordered` is deleted; `bad` is never terminal.
 #[test]
 fn permanent_record_put_failure_makes_the_tenant_terminal() {
     let mut rig = Rig::new();

@@ -121,8 +121,8 @@ impl ourios_sinks::DirSync for RecordingSync {
 /// chain syncs. The `file://` store the node builds is this store with object_store's file
 /// fsync on.
 ///
-/// Mutation check (cargo-mutants): replace `DurableLocalStore::sync_chain` with `Ok(())` and
-/// the chain assertion fails.
+/// Fails if (reasoned, not yet run as a mutant): `DurableLocalStore::sync_chain` is replaced with
+/// `Ok(())`; the chain assertion fails.
 #[test]
 fn local_put_syncs_the_directory_chain_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,8 +184,8 @@ fn local_put_syncs_the_directory_chain_once() {
 /// `DurableLocalStore` over object_store's local store with its fsync option on (syncs the
 /// staged file before the link and the destination directory after it).
 ///
-/// Mutation check (cargo-mutants): delete `.with_fsync(true)` in `DurableLocalStore` and this
-/// fails.
+/// Fails if (reasoned, not yet run as a mutant): `.with_fsync(true)` is deleted in
+/// `DurableLocalStore`.
 #[test]
 fn file_url_store_fsyncs_objects() {
     let dir = tempfile::tempdir().unwrap();
