@@ -55,22 +55,22 @@ pub enum DecodeError {
 
 /// The size a request has once flattened into records: each record's own attributes and body,
 /// plus its resource's and scope's attributes, which every record of that resource carries.
-pub fn expanded_bytes(request: &ExportLogsServiceRequest) -> usize {
+///
+/// A record's own fields are in the body once, so the body's length bounds them; only the
+/// attributes every record of a resource or scope repeats are counted on top, per group, with
+/// no walk over the records themselves.
+pub fn expanded_bytes(request: &ExportLogsServiceRequest, body_len: usize) -> usize {
     fn attrs(kvs: &[KeyValue]) -> usize {
         kvs.iter()
             .map(|kv| kv.key.len() + kv.value.as_ref().map_or(0, Message::encoded_len))
             .sum()
     }
-    let mut total = 0usize;
+    let mut total = body_len;
     for rl in &request.resource_logs {
         let resource = rl.resource.as_ref().map_or(0, |r| attrs(&r.attributes));
         for sl in &rl.scope_logs {
             let scope = sl.scope.as_ref().map_or(0, |s| attrs(&s.attributes));
-            for r in &sl.log_records {
-                total = total
-                    .saturating_add(resource + scope)
-                    .saturating_add(r.encoded_len());
-            }
+            total = total.saturating_add((resource + scope).saturating_mul(sl.log_records.len()));
         }
     }
     total
@@ -139,7 +139,7 @@ pub fn decode(
     if record_count(&request) == 0 {
         return Err(DecodeError::Empty);
     }
-    let expanded = expanded_bytes(&request);
+    let expanded = expanded_bytes(&request, raw.len());
     let expanded_limit = limit.saturating_mul(EXPANSION_FACTOR);
     if expanded > expanded_limit {
         return Err(DecodeError::TooLargeExpanded {

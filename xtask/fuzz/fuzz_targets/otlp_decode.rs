@@ -19,7 +19,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok((canonical, mut request)) = otlp::decode(format, encoding, body, 1 << 20) else {
         return;
     };
-    let _ = otlp::expanded_bytes(&request);
+    let _ = otlp::expanded_bytes(&request, canonical.len());
     if otlp::stamp_receive_time(&mut request, 1) {
         return; // re-encoded by the node before the WAL: the canonical bytes above are stale
     }
