@@ -219,16 +219,7 @@ impl PublishCoordinator {
         // frontier, from advancing. Its partitions were requeued; set aside, they stay buffered
         // and in the WAL until a restart.
         for failure in &report.permanent {
-            let tenant = &failure.key.tenant;
-            if records.set_aside(tenant) {
-                ::metrics::counter!(metrics::TENANTS_SET_ASIDE).increment(1);
-            }
-            verdict.worsen(
-                tenant,
-                TenantVerdict::Terminal {
-                    reason: failure.error.clone(),
-                },
-            );
+            self.make_terminal(&failure.key.tenant, &failure.error, &mut verdict);
         }
         verdict.published_partitions += report.durable;
         verdict.published_records += report.durable_records;
@@ -251,6 +242,20 @@ impl PublishCoordinator {
         verdict
     }
 
+    /// The RFC 0056 terminal path for `tenant` (a permanent audit or record write failure):
+    /// set it aside, count it the first time, and record the verdict with the reason.
+    fn make_terminal(&self, tenant: &Tenant, reason: &str, verdict: &mut WriteVerdict) {
+        if self.inner.records.set_aside(tenant) {
+            ::metrics::counter!(metrics::TENANTS_SET_ASIDE).increment(1);
+        }
+        verdict.worsen(
+            tenant,
+            TenantVerdict::Terminal {
+                reason: reason.to_owned(),
+            },
+        );
+    }
+
     /// Applies a `write_owned` outcome: sets aside permanently failed tenants (terminal) and
     /// returns (retained, failed) tenant sets.
     pub(crate) fn apply_audit_outcome(
@@ -269,15 +274,7 @@ impl PublishCoordinator {
                     retained.insert(tenant.clone());
                 }
                 TenantAudit::PermanentlyFailed { reason } => {
-                    if self.inner.records.set_aside(tenant) {
-                        ::metrics::counter!(metrics::TENANTS_SET_ASIDE).increment(1);
-                    }
-                    verdict.worsen(
-                        tenant,
-                        TenantVerdict::Terminal {
-                            reason: reason.clone(),
-                        },
-                    );
+                    self.make_terminal(tenant, reason, verdict);
                     failed.insert(tenant.clone());
                 }
             }
