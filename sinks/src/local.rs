@@ -24,7 +24,6 @@ use object_store::local::LocalFileSystem;
 use object_store::path::Path;
 use object_store::{ObjectStore, PutOptions, PutPayload, PutResult, Result};
 
-use crate::store::BoxFut;
 use crate::sync::{Arc, Mutex, lock};
 
 /// Staging files younger than this at start are left alone (see `DurableLocalStore::new`).
@@ -191,25 +190,11 @@ pub fn remove_staging_files(root: &FsPath, older_than: std::time::SystemTime) ->
     removed
 }
 
-// `ObjectStore` is declared with `#[async_trait]`; these are the signatures it expands to.
+// Puts go through this store's own method; everything else to `inner` (see the macro).
 impl ObjectStore for DurableLocalStore {
-    fn put_opts<'life0, 'life1, 'async_trait>(
-        &'life0 self,
-        location: &'life1 Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> BoxFut<'async_trait, Result<PutResult>>
-    where
-        'life0: 'async_trait,
-        'life1: 'async_trait,
-        Self: 'async_trait,
-    {
-        Box::pin(self.durable_put(location, payload, opts))
-    }
-
     // Multipart uploads are not used by the sinks; they get object_store's own durability
     // (file and destination directory synced on completion).
-    crate::store::delegate_all_but_put!();
+    crate::store::object_store_with_put!(durable_put);
 }
 
 impl fmt::Display for DurableLocalStore {

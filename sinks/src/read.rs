@@ -109,6 +109,12 @@ impl<'a> Cols<'a> {
             .ok_or_else(|| self.err(c))
     }
 
+    fn fixed(&self, c: &'static str) -> Result<&'a arrow_array::FixedSizeBinaryArray, ReadError> {
+        self.get(c)?
+            .as_fixed_size_binary_opt()
+            .ok_or_else(|| self.err(c))
+    }
+
     fn str(&self, c: &'static str) -> Result<&'a arrow_array::StringArray, ReadError> {
         self.get(c)?
             .as_string_opt::<i32>()
@@ -177,14 +183,8 @@ pub async fn read_records(
                 .as_primitive_opt::<Int32Type>()
                 .ok_or_else(|| c.err(rc::SEVERITY_NUMBER))?;
             let sev_text = c.str(rc::SEVERITY_TEXT)?;
-            let wal = c
-                .get(rc::WAL_ID)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| c.err(rc::WAL_ID))?;
-            let tkey = c
-                .get(rc::TEMPLATE_KEY)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| c.err(rc::TEMPLATE_KEY))?;
+            let wal = c.fixed(rc::WAL_ID)?;
+            let tkey = c.fixed(rc::TEMPLATE_KEY)?;
             let tid = c.u64(rc::TEMPLATE_ID)?;
             let tver = c.u32(rc::TEMPLATE_VERSION)?;
             let params = c
@@ -200,14 +200,8 @@ pub async fn read_records(
                 .get(rc::RESOURCE_ATTRIBUTES)?
                 .as_map_opt()
                 .ok_or_else(|| c.err(rc::RESOURCE_ATTRIBUTES))?;
-            let trace = c
-                .get(rc::TRACE_ID)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| c.err(rc::TRACE_ID))?;
-            let span = c
-                .get(rc::SPAN_ID)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| c.err(rc::SPAN_ID))?;
+            let trace = c.fixed(rc::TRACE_ID)?;
+            let span = c.fixed(rc::SPAN_ID)?;
             for i in 0..batch.num_rows() {
                 let p = params.value(i);
                 let p = p.as_string::<i32>();
@@ -264,10 +258,7 @@ pub async fn read_audit_events(
             let tenant = c.str(ac::TENANT)?;
             let ts = c.ts(ac::TIMESTAMP)?;
             let kind = c.str(ac::KIND)?;
-            let tkey = c
-                .get(ac::TEMPLATE_KEY)?
-                .as_fixed_size_binary_opt()
-                .ok_or_else(|| c.err(ac::TEMPLATE_KEY))?;
+            let tkey = c.fixed(ac::TEMPLATE_KEY)?;
             let tid = c.u64(ac::TEMPLATE_ID)?;
             let ver = c.u32(ac::TEMPLATE_VERSION)?;
             let old_ver = c.u32(ac::OLD_TEMPLATE_VERSION)?;

@@ -205,11 +205,26 @@ pub(crate) fn object_path<'a>(prefix: &str, parts: impl IntoIterator<Item = &'a 
 /// The future type `#[async_trait]` methods of `ObjectStore` return.
 pub(crate) type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// Every `ObjectStore` method but `put_opts`, passed to `self.inner`: for the wrappers that
-/// change only how a put behaves (`DurableLocalStore`, the test `FaultyStore`). The signatures
-/// are what `#[async_trait]` expands the trait's declarations to.
-macro_rules! delegate_all_but_put {
-    () => {
+/// An `ObjectStore` whose `put_opts` is the wrapper's own async method `$put` (same arguments)
+/// and whose every other method is passed to `self.inner`: for the wrappers that change only how
+/// a put behaves (`DurableLocalStore`, the test `FaultyStore`). The signatures are what
+/// `#[async_trait]` expands the trait's declarations to.
+macro_rules! object_store_with_put {
+    ($put:ident) => {
+        fn put_opts<'life0, 'life1, 'async_trait>(
+            &'life0 self,
+            location: &'life1 object_store::path::Path,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> $crate::store::BoxFut<'async_trait, object_store::Result<object_store::PutResult>>
+        where
+            'life0: 'async_trait,
+            'life1: 'async_trait,
+            Self: 'async_trait,
+        {
+            Box::pin(self.$put(location, payload, opts))
+        }
+
         fn put_multipart_opts<'life0, 'life1, 'async_trait>(
             &'life0 self,
             location: &'life1 object_store::path::Path,
@@ -298,4 +313,4 @@ macro_rules! delegate_all_but_put {
         }
     };
 }
-pub(crate) use delegate_all_but_put;
+pub(crate) use object_store_with_put;
