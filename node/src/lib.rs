@@ -127,10 +127,7 @@ impl Node {
         let store = match options.store {
             Some(s) => s,
             None => {
-                if let Some(path) = config.store.strip_prefix("file://") {
-                    std::fs::create_dir_all(path)
-                        .with_context(|| format!("creating the store directory {path}"))?;
-                }
+                // A `file://` store creates (and syncs) its directory itself.
                 ourios_sinks::store_from_url(&config.store)
                     .with_context(|| format!("opening store {}", config.store))?
             }

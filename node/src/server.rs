@@ -61,7 +61,7 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
             StatusCode::SERVICE_UNAVAILABLE,
             format!(
                 "the node is at its limit of {} requests in flight (max_inflight_requests): retry",
-                state.admission_limit()
+                state.max_inflight
             ),
         );
         resp.headers_mut()
@@ -169,12 +169,6 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-impl AppState {
-    fn admission_limit(&self) -> usize {
-        self.max_inflight
-    }
-}
-
 /// Alive: the process serves HTTP. Says nothing about writes (that is `/readyz`).
 async fn healthz() -> Response {
     json(StatusCode::OK, serde_json::json!({ "status": "alive" }))
@@ -221,7 +215,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
             "recovery_done": true,
             "reasons": reasons,
             "terminal_tenants": terminal,
-            "requests_in_flight": state.admission_limit() - state.admission.available_permits(),
+            "requests_in_flight": state.max_inflight - state.admission.available_permits(),
         }),
     )
 }

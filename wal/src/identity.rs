@@ -5,11 +5,11 @@ use std::fmt;
 use std::io;
 use std::path::Path;
 
-use crate::error::OpenError;
+use crate::error::{MarkError, OpenError};
 use crate::io::WalIo;
+use crate::marks;
 
 const FILE: &str = "identity";
-const TMP: &str = "identity.tmp";
 
 /// A WAL's identity.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,16 +59,11 @@ pub(crate) fn load_or_create(io: &dyn WalIo, dir: &Path) -> Result<WalId, OpenEr
     let mut id = [0u8; 16];
     getrandom::fill(&mut id)
         .map_err(|e| err("drawing identity", io::Error::other(e.to_string())))?;
-    let tmp = dir.join(TMP);
-    // A crash may have left a temporary file: it never became the identity.
-    let _ = io.remove_file(&tmp);
-    let mut file = io
-        .create_new(&tmp)
-        .map_err(|e| err("creating identity", e))?;
-    file.write_all(&id)
-        .map_err(|e| err("writing identity", e))?;
-    file.sync_data().map_err(|e| err("syncing identity", e))?;
-    drop(file);
+    // The marks' durable write: a stale temporary file (a crash's) is removed first.
+    let tmp = marks::write_tmp(io, &path, &id).map_err(|e| match e {
+        MarkError::Io { op, path, source } => OpenError::Io { op, path, source },
+        other => err("writing identity", io::Error::other(other.to_string())),
+    })?;
     io.rename(&tmp, &path)
         .map_err(|e| err("renaming identity", e))?;
     io.sync_dir(dir).map_err(|e| err("syncing identity", e))?;
