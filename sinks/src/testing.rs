@@ -95,9 +95,21 @@ struct Rule {
 #[derive(Debug, Default)]
 struct Script {
     rules: Vec<Rule>,
-    attempts: usize,
-    attempts_per_prefix: BTreeMap<String, usize>,
+    /// The key of every put attempt, in order (a rule's `n`-th under a prefix counts from the
+    /// store's creation, whenever the rule was armed).
+    attempted: Vec<String>,
+    /// Rules that matched a put (each match is one injected fault).
+    fired: usize,
     ok_per_key: BTreeMap<String, usize>,
+}
+
+impl Script {
+    fn attempts_with_prefix(&self, prefix: &str) -> usize {
+        self.attempted
+            .iter()
+            .filter(|k| k.starts_with(prefix))
+            .count()
+    }
 }
 
 /// An `InMemory` store with a fault script (see the module docs). `Clone` shares the store.
@@ -147,6 +159,28 @@ impl FaultyStore {
         self.push(Match::NthWithPrefix(prefix.to_owned(), n), fault, Some(1));
     }
 
+    /// Inject `fault` into the `k`-th (0-based) put attempt whose key starts with `prefix`,
+    /// counting from now: `k = 0` is the next one.
+    pub fn on_next_with_prefix(&self, prefix: &str, k: usize, fault: Fault) {
+        let mut s = lock(&self.script);
+        let n = s.attempts_with_prefix(prefix) + k;
+        s.rules.push(Rule {
+            on: Match::NthWithPrefix(prefix.to_owned(), n),
+            fault,
+            remaining: Some(1),
+        });
+    }
+
+    /// Put attempts so far whose key starts with `prefix` (faulted or not).
+    pub fn attempts_with_prefix(&self, prefix: &str) -> usize {
+        lock(&self.script).attempts_with_prefix(prefix)
+    }
+
+    /// Faults injected so far (puts a rule matched).
+    pub fn faults_fired(&self) -> usize {
+        lock(&self.script).fired
+    }
+
     /// Remove every scripted fault (counts are kept).
     pub fn clear_faults(&self) {
         lock(&self.script).rules.clear();
@@ -154,7 +188,7 @@ impl FaultyStore {
 
     /// Put attempts so far (every call, faulted or not).
     pub fn put_attempts(&self) -> usize {
-        lock(&self.script).attempts
+        lock(&self.script).attempted.len()
     }
 
     /// Successful inner puts per key (an object written twice counts 2; with unique keys that
@@ -184,37 +218,25 @@ impl FaultyStore {
     /// Count the attempt and pick the fault of the first matching rule (consuming one use).
     fn fault_for(&self, key: &str) -> Option<Fault> {
         let mut s = lock(&self.script);
-        let call = s.attempts;
-        s.attempts += 1;
-        let mut nth_under: BTreeMap<String, usize> = BTreeMap::new();
-        let prefixes: std::collections::BTreeSet<String> = s
-            .rules
-            .iter()
-            .filter_map(|r| match &r.on {
-                Match::NthWithPrefix(p, _) => Some(p.clone()),
-                _ => None,
-            })
-            .collect();
-        for p in prefixes {
-            if key.starts_with(&p) {
-                let n = s.attempts_per_prefix.entry(p.clone()).or_insert(0);
-                nth_under.insert(p, *n);
-                *n += 1;
-            }
-        }
+        let call = s.attempted.len();
         let hit = s.rules.iter().position(|r| {
             r.remaining != Some(0)
                 && match &r.on {
                     Match::Call(c) => *c == call,
                     Match::Prefix(p) => key.starts_with(p.as_str()),
-                    Match::NthWithPrefix(p, n) => nth_under.get(p) == Some(n),
+                    Match::NthWithPrefix(p, n) => {
+                        key.starts_with(p.as_str()) && s.attempts_with_prefix(p) == *n
+                    }
                 }
-        })?;
-        let rule = &mut s.rules[hit];
+        });
+        s.attempted.push(key.to_owned());
+        let rule = &mut s.rules[hit?];
         if let Some(r) = rule.remaining.as_mut() {
             *r -= 1;
         }
-        Some(rule.fault.clone())
+        let fault = rule.fault.clone();
+        s.fired += 1;
+        Some(fault)
     }
 
     async fn scripted_put(

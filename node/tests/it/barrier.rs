@@ -142,7 +142,7 @@ impl CutPanic {
             CutPanic::BeforeAuditWrite => {
                 fail::cfg("publisher::write_ordered::before_audit", "1*panic->off").unwrap()
             }
-            CutPanic::InsideAuditWrite { after } => store.on_nth_with_prefix(
+            CutPanic::InsideAuditWrite { after } => store.on_next_with_prefix(
                 "audit/",
                 0,
                 if after {
