@@ -88,6 +88,8 @@ struct State {
     publishes_panicked: u64,
     epoch_resets: u64,
     accounting_errors: u64,
+    /// Threads blocked in `quiesce_encodes` or `quiesce_publishes` right now.
+    quiescing: u64,
 }
 
 impl State {
@@ -522,8 +524,12 @@ impl Barrier {
     pub fn quiesce_encodes(&self, cut: &Cut) {
         let shared = &self.shared;
         let mut state = shared.state();
-        while state.era == cut.era && state.encodes_through(cut.epoch) {
-            state = wait(&shared.changed, state);
+        if state.era == cut.era && state.encodes_through(cut.epoch) {
+            state.quiescing += 1;
+            while state.era == cut.era && state.encodes_through(cut.epoch) {
+                state = wait(&shared.changed, state);
+            }
+            state.quiescing -= 1;
         }
     }
 
@@ -537,14 +543,24 @@ impl Barrier {
     pub fn quiesce_publishes(&self, cut: &Cut) -> Verdict {
         let shared = &self.shared;
         let mut state = shared.state();
+        let mut waited = false;
         loop {
-            if state.era != cut.era {
-                return Verdict::stale(cut.epoch);
-            }
-            if !state.encodes_through(cut.epoch) && !state.publishes_through(cut.epoch) {
+            if state.era != cut.era
+                || !state.encodes_through(cut.epoch) && !state.publishes_through(cut.epoch)
+            {
                 break;
             }
+            if !waited {
+                waited = true;
+                state.quiescing += 1;
+            }
             state = wait(&shared.changed, state);
+        }
+        if waited {
+            state.quiescing -= 1;
+        }
+        if state.era != cut.era {
+            return Verdict::stale(cut.epoch);
         }
         let later = state.failures.split_off(&(cut.epoch + 1));
         let consumed = std::mem::replace(&mut state.failures, later);
@@ -582,6 +598,7 @@ impl Barrier {
             publishes_panicked: state.publishes_panicked,
             epoch_resets: state.epoch_resets,
             accounting_errors: state.accounting_errors,
+            quiescing: state.quiescing,
             latch: shared.latch.capture(),
         }
     }
@@ -736,6 +753,8 @@ pub struct BarrierStats {
     pub epoch_resets: u64,
     /// Decrements that found nothing to decrement (a bug; never a panic). Zero in a sound run.
     pub accounting_errors: u64,
+    /// Cuts blocked in a quiesce at the snapshot, waiting for outstanding work.
+    pub quiescing: u64,
     /// The latch word at the snapshot.
     pub latch: LatchWord,
 }
