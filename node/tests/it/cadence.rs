@@ -173,7 +173,11 @@ async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
 /// C.3: a cut that panics — inside its `write_ordered` (between the audit write and the record
 /// publish), or after its drain was written but before it stamps, on a manual tick or on a
 /// rotation-captured one — reports `Panicked`, is counted, requeues what it had not
-/// published, and moves no frontier; the next tick cuts and stamps.
+/// published, and moves no frontier; the next tick cuts and stamps. The snapshot clauses: a
+/// panic before the first install installs no snapshot (no marks, no file); a panic after one
+/// leaves the installed snapshot where it was. Here the stamp writes frontiers before
+/// snapshots, so `S <= X` holds at every instant (RFC 0054 describes the mirror case `S > X`);
+/// a crash and restart then republishes nothing at or below the frontier and loses nothing.
 ///
 /// Mutation check: in `core::run_cut`, move the `node::cut::before_stamp` failpoint below the
 /// stamp (`wal.stamp`) and the frontier moves on the panicking cut.
@@ -205,6 +209,13 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     assert_eq!(node.core.records().buffered_ids(&t), frame_ids(a, 10));
     assert!(ids_in_store(&store).await.is_empty());
     assert_eq!(marks(&node, "t").frontier, Lsn(0));
+    let snap_file = dir.path().join("wal").join("tenants").join("t.snap");
+    assert_eq!(
+        marks(&node, "t").snapshot,
+        Lsn(0),
+        "no install before the first"
+    );
+    assert!(!snap_file.exists());
 
     // 2. Panic after the drain was written, before the stamp: durable, but no frontier moves.
     fail::cfg("node::cut::before_stamp", "1*panic->off").unwrap();
@@ -218,11 +229,20 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
         Lsn(0),
         "a panicking cut stamps nothing"
     );
+    assert_eq!(
+        marks(&node, "t").snapshot,
+        Lsn(0),
+        "and installs no snapshot"
+    );
+    assert!(!snap_file.exists());
 
     // 3. The next tick cuts and stamps.
     let report = cut(&node).await;
     assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
     assert_eq!(marks(&node, "t").frontier, a);
+    let installed = marks(&node, "t").snapshot;
+    assert_eq!(installed, a, "the first stamping cut installs the snapshot");
+    assert!(snap_file.exists());
 
     // 4. A rotation-captured cut panics the same way: the loop's own rotation check starts
     //    it (nobody asked), it is held at the failpoint, then panics. The next requested cut
@@ -247,6 +267,12 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
         rotated_at,
         "the panicking rotation cut moved no frontier"
     );
+    let held_marks = marks(&node, "t");
+    assert_eq!(
+        held_marks.snapshot, installed,
+        "a panic after an install leaves the installed snapshot in place"
+    );
+    assert!(held_marks.snapshot <= held_marks.frontier);
     assert_eq!(barrier_panics().await, counted + 1.0, "and it was counted");
     next_cut.release();
     let report = match bounded("the next cut", held).await.unwrap() {
@@ -256,5 +282,23 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     let last = frames.last().unwrap().0;
     assert_eq!(report.stamped.get("t"), Some(&last.0), "{report:?}");
     assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+
+    // Recovery from max(X, S): nothing at or below the frontier is published again.
+    let before = ids_in_store(&store).await;
+    crash(node).await;
+    let node = start(
+        config(dir.path(), |a| {
+            inline(a);
+            a.wal_segment_bytes = Some(4096);
+        }),
+        &store,
+    )
+    .await;
+    assert_eq!(
+        ids_in_store(&store).await,
+        before,
+        "the restart republished"
+    );
+    assert_eq!(marks(&node, "t").frontier, last);
     node.shutdown().await.unwrap();
 }

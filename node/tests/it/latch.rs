@@ -130,3 +130,164 @@ async fn rfc0054_4_report_during_cut_survives_clear() {
     assert_eq!(marks(&node, "t").frontier, Lsn(frames[1].0.0));
     node.shutdown().await.unwrap();
 }
+
+/// C.5 on the real node: a cut's record put is held at a gate while a *real* publish panics —
+/// a detached partition of another tenant, appended after the cut's capture (tagged E+1), whose
+/// put panics on the publisher thread. Its report reaches the latch during the cut, so the
+/// cut's clear against its captured word fails (it still stamps its own tenant: its data is
+/// durable and its verdict ok). The report survives; the next cut drains the requeued
+/// partition, stamps and clears.
+///
+/// Mutation check: in `core::run_cut`, clear against `self.barrier.latch().capture()` instead
+/// of `cut.latch_word()` and the held cut clears the raised latch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_c5_publish_panic_during_cut_makes_its_clear_fail() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            inline(a);
+            a.partition_target_bytes = Some(16 << 10);
+        }),
+        &store,
+    )
+    .await;
+    let barrier = node.core.barrier();
+
+    let t = ingest(&node, "t", &lines(6, 1)).await;
+    let gate = Gate::new();
+    store.on_prefix("records/tenant=t/", Fault::Gate(gate.clone()), Some(1));
+    store.on_prefix("records/tenant=u/", Fault::PanicBeforePut, Some(1));
+    let cadence = node.cadence.clone();
+    let held = tokio::spawn(async move { cadence.cut_now().await });
+    bounded("the cut's put reaches the gate", gate.wait_reached()).await;
+    let epoch = barrier.barrier_epoch() - 1;
+    assert!(barrier.latch().capture().is_clear());
+
+    // A frame of tenant u big enough to detach at append: its publish runs on the publisher
+    // thread while the cut is held, and panics.
+    let big: Vec<String> = (0..40)
+        .map(|i| format!("payload {i} {}", "x".repeat(1024)))
+        .collect();
+    let u = ingest(&node, "u", &big).await;
+    wait_until("the detached publish panicked", || {
+        barrier.stats().publishes_panicked == 1
+    })
+    .await;
+    let raised = barrier.latch().capture();
+    assert_eq!(
+        raised.failed_epoch(),
+        Some(epoch + 1),
+        "tagged after the capture"
+    );
+
+    gate.release();
+    let report = match bounded("the held cut", held).await.unwrap() {
+        Some(ourios_node::TickResult::Done(r)) => r,
+        other => panic!("the held cut did not finish: {other:?}"),
+    };
+    assert_eq!(report.epoch, epoch);
+    assert_eq!(report.stamped.get("t"), Some(&t.0), "{report:?}");
+    assert!(!report.latch_cleared, "{report:?}");
+    assert_eq!(barrier.latch().capture(), raised, "the report survives");
+
+    // The panic settled before the next cut began, so that cut's drain takes the requeued
+    // partition first: it stamps u and clears.
+    let next = cut(&node).await;
+    assert_eq!(next.stamped.get("u"), Some(&u.0), "{next:?}");
+    assert!(next.latch_cleared, "{next:?}");
+    assert!(barrier.latch().capture().is_clear());
+    assert_eq!(missing(&store, &frame_ids(u, 40)).await, vec![]);
+    assert_eq!(marks(&node, "u").frontier, u);
+    node.shutdown().await.unwrap();
+}
+
+/// M.8 on the real node: an encode worker's panic sets the latch (`failed_epoch <= E`) and the
+/// next cut is not skipped — it runs its drain, and its drain decides: the store refuses the
+/// cut's put once (transient), so the cut proceeds, stamps nothing and keeps the latch; the
+/// next cut publishes, stamps and clears.
+///
+/// Mutation check: skip the cut while the captured latch word is set (RFC 0052's old pre-cut
+/// guard) and no cut ever stamps or clears.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_m8_latched_cut_proceeds_and_its_drain_decides() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let barrier = node.core.barrier();
+    let gate = FailGate::panic_at("node::worker::encode", 2);
+    let a = ingest(&node, "t", &lines(6, 1)).await;
+    gate.reached().await;
+    gate.release();
+    wait_until("the worker panicked", || {
+        !barrier.latch().capture().is_clear() && barrier.stats().encodes_outstanding == 0
+    })
+    .await;
+    let latched = barrier.latch().capture();
+    assert!(
+        latched.epoch() <= barrier.barrier_epoch(),
+        "the old guard would skip"
+    );
+
+    store.on_prefix("records/", Fault::Transient, Some(1));
+    let refused = cut(&node).await;
+    assert_eq!(
+        store.faults_fired(),
+        1,
+        "the cut ran its drain: {refused:?}"
+    );
+    assert!(!refused.cut_ok, "{refused:?}");
+    assert!(refused.stamped.is_empty(), "{refused:?}");
+    assert!(!refused.latch_cleared);
+    assert_eq!(barrier.latch().capture(), latched);
+    assert_eq!(marks(&node, "t").frontier, Lsn(0));
+
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
+    assert!(report.latch_cleared, "{report:?}");
+    assert_eq!(missing(&store, &frame_ids(a, 6)).await, vec![]);
+    node.shutdown().await.unwrap();
+}
+
+/// RFC0054.4-restart: a node whose latch is set (a detached publish panicked) crashes before
+/// any cut clears it; restarted on the same data directory and store, its latch is clear from
+/// the start (the latch is not persisted), recovery republishes the frame, and the recovery cut
+/// stamps the frontier over it.
+///
+/// Mutation check: persist the latch word with the marks and restore it at start, and the
+/// restarted node starts latched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_4_restart_of_a_latched_node_starts_clear() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let cfg = || {
+        config(dir.path(), |a| {
+            inline(a);
+            a.partition_target_bytes = Some(1);
+        })
+    };
+    let node = start(cfg(), &store).await;
+    store.on_next_with_prefix("records/", 1, Fault::PanicBeforePut);
+    let a = ingest(&node, "t", &lines(4, 1)).await;
+    let barrier = node.core.barrier().clone();
+    wait_until("the detached publish panicked", || {
+        barrier.stats().publishes_panicked == 1 && barrier.stats().publishes_outstanding == 0
+    })
+    .await;
+    assert!(!barrier.latch().capture().is_clear());
+    crash(node).await;
+
+    let node = start(cfg(), &store).await;
+    let barrier = node.core.barrier();
+    assert!(
+        barrier.latch().capture().is_clear(),
+        "a restarted node starts with a clear latch"
+    );
+    assert_eq!(barrier.stats().publishes_panicked, 0);
+    assert_eq!(missing(&store, &frame_ids(a, 4)).await, vec![]);
+    assert_eq!(marks(&node, "t").frontier, a);
+    node.shutdown().await.unwrap();
+}

@@ -12,10 +12,13 @@ use crate::support::*;
 /// pool as idle; when the worker panics, its `RecoverableBatch` requeues the unappended
 /// remainder before the guard reports and decrements, so the cut's drain takes all ten records
 /// and its stamp is over durable data only; having drained them, it clears the latch the
-/// panic set. The respawn is counted.
+/// panic set. The respawn is counted. The wait is observed, not inferred: the test goes on
+/// only once the barrier counts the cut as blocked in a quiesce, and then the cut has neither
+/// finished nor moved the frontier.
 ///
 /// Mutation check: make `pool::BufferOnly::requeue` drop its items instead of calling
-/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing.
+/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing. Make both
+/// quiesces return at once and the cut is never seen blocked (the wait times out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let _scenario = fail::FailScenario::setup();
@@ -36,11 +39,16 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
 
     let cadence = node.cadence.clone();
     let held = tokio::spawn(async move { cadence.cut_now().await });
-    wait_until("the cut began", || barrier.barrier_epoch() >= 1).await;
+    wait_until("the cut is blocked in a quiesce", || {
+        barrier.stats().quiescing == 1
+    })
+    .await;
     assert!(
         !held.is_finished(),
         "the cut cannot finish while the worker's batch is outstanding"
     );
+    assert_eq!(marks(&node, "t").frontier, ourios_wal::Lsn(0));
+    assert_eq!(barrier.stats().encodes_outstanding, 1);
     gate.release();
     let report = match bounded("the cut", held).await.unwrap() {
         Some(TickResult::Done(r)) => r,
@@ -61,6 +69,7 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
         metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await,
         respawns + 1.0
     );
+    assert_eq!(barrier.stats().quiescing, 0, "the cut left its quiesce");
     node.shutdown().await.unwrap();
 }
 
@@ -233,5 +242,67 @@ async fn rfc0054_u7_submit_on_a_disconnected_pool_buffers_and_acknowledges() {
     let report = cut(&node).await;
     assert_eq!(report.stamped.get("t"), Some(&lsn.0), "{report:?}");
     assert_eq!(missing(&store, &frame_ids(lsn, 6)).await, vec![]);
+    node.shutdown().await.unwrap();
+}
+
+/// U.6 with the real encode worker: the worker's batch detaches every record as its own
+/// partition (target 1 byte) and hands them to the publisher thread, where the third put
+/// panics. That partition's own batch requeues it (once: the worker's guard, which ended
+/// normally after the detach, does not touch it), the worker does not panic or respawn, the
+/// latch holds the batch's epoch, and the next cut publishes it: every id of the frame is in
+/// the store exactly once.
+///
+/// Mutation check: make the worker's guard also requeue what it detached and the record is
+/// in the buffer twice (and in the store twice after the cut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_guard_alone() {
+    use ourios_sinks::Tenant;
+    use ourios_sinks::testing::Fault;
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            a.encode_workers = Some(1);
+            a.partition_target_bytes = Some(1);
+        }),
+        &store,
+    )
+    .await;
+    let barrier = node.core.barrier();
+    let respawns = metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await;
+
+    store.on_next_with_prefix("records/", 2, Fault::PanicBeforePut);
+    let a = ingest(&node, "t", &lines(8, 1)).await;
+    wait_until(
+        "the worker's batch and its detached publishes settled",
+        || {
+            let s = barrier.stats();
+            s.publishes_panicked == 1 && s.encodes_outstanding == 0 && s.publishes_outstanding == 0
+        },
+    )
+    .await;
+    assert_eq!(store.faults_fired(), 1);
+    assert_eq!(
+        metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await,
+        respawns,
+        "the panic was the publisher's: the worker neither panicked nor respawned"
+    );
+    assert_eq!(barrier.latch().capture().failed_epoch(), Some(0));
+    let buffered = node.core.records().buffered_ids(&Tenant::new("t"));
+    let lost = missing(&store, &frame_ids(a, 8)).await;
+    assert_eq!(lost.len(), 1, "{lost:?}");
+    assert_eq!(
+        buffered, lost,
+        "the panicking partition is back in the buffer exactly once"
+    );
+
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
+    assert!(report.latch_cleared, "{report:?}");
+    let counts = ids_in_store(&store).await;
+    for id in frame_ids(a, 8) {
+        assert_eq!(counts.get(&id), Some(&1), "{id:?}");
+    }
     node.shutdown().await.unwrap();
 }

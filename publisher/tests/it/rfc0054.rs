@@ -201,6 +201,22 @@ fn panic_at(point: Point) {
         "{point:?}: a record was written more than twice"
     );
     let _ = objects_before;
+    // T.2 for the audit consumer: at most one duplicate audit object, and only when the store
+    // took an audit object whose put then panicked.
+    let audit_dup = u64::from(matches!(point, Point::InsideAuditWrite { after: true, .. }));
+    let extra_audit = rig.extra_audit_objects() as u64;
+    assert_eq!(
+        extra_audit, audit_dup,
+        "{point:?}: {extra_audit} duplicate audit objects"
+    );
+    let mut per_seq = std::collections::BTreeMap::<u64, usize>::new();
+    for seq in rig.store_audit_seqs() {
+        *per_seq.entry(seq).or_default() += 1;
+    }
+    assert!(
+        per_seq.values().all(|n| *n as u64 <= 1 + audit_dup),
+        "{point:?}: an audit event was written more than once per ambiguous put"
+    );
 }
 
 /// RFC0054.1 / U.9 / T.1: a panic at each reachable point of the publish — inside the first
@@ -227,8 +243,10 @@ fn rfc0054_1_panic_at_each_point_keeps_records_and_unsettled_audit() {
 
 /// U.2 / T.2 (audit consumer): a panic in the first, a middle and the last audit put — before
 /// the store took the object and after — requeues the unsettled groups, keeps settled groups
-/// out, and the records wait for their events.
-/// Mutation check: in `Drained`'s `Drop`, skip the audit requeue and every case loses events.
+/// out, and the records wait for their events. After a healthy publish the store holds at most
+/// one duplicate audit object, exactly one when the panicking put had been taken.
+/// Mutation check: in `Drained`'s `Drop`, skip the audit requeue and every case loses events;
+/// requeue the settled audit groups too and the duplicate bound fails.
 #[test]
 fn rfc0054_1_panic_inside_audit_write_first_middle_last() {
     for n in [0, 1, 2] {

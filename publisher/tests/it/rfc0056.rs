@@ -58,8 +58,12 @@ fn assert_terminal_path(
 
     // Later drains skip the terminal tenant: no further store calls for it, nothing spins.
     let attempts = rig.store.put_attempts();
-    for _ in 0..3 {
-        let mut d = rig.coord.drain_all();
+    for sweep in [false, true, false, true] {
+        let mut d = if sweep {
+            rig.coord.drain_aged(std::time::Duration::ZERO)
+        } else {
+            rig.coord.drain_all()
+        };
         assert!(
             d.records().iter().all(|p| p.key.tenant != bad_t),
             "a drain took the terminal tenant's partitions"
@@ -84,7 +88,7 @@ fn assert_terminal_path(
 
 /// RFC0056.1 / A.3: a permanent audit-write failure for tenant `bad` beside a healthy tenant:
 /// `bad`'s records are unpublished, requeued and set aside (terminal), the healthy tenant's
-/// records publish, and later drains do not retry `bad`.
+/// records publish, and later drains — cut drains and sweep drains alike — do not retry `bad`.
 /// Mutation check: delete the `set_aside` call in `apply_audit_outcome` and `bad` is never
 /// terminal (its records are still refused by `is_durable_through`, and later drains retry it).
 #[test]
@@ -194,10 +198,79 @@ fn permanent_record_put_failure_makes_the_tenant_terminal() {
         "the terminal tenant's records are kept"
     );
     let attempts = rig.store.put_attempts();
-    for _ in 0..3 {
-        let mut d = rig.coord.drain_all();
+    for sweep in [false, true, false, true] {
+        let mut d = if sweep {
+            rig.coord.drain_aged(std::time::Duration::ZERO)
+        } else {
+            rig.coord.drain_all()
+        };
         assert!(d.records().iter().all(|p| p.key.tenant != bad));
         let _ = rig.rt.block_on(rig.coord.write_ordered(&mut d));
     }
     assert_eq!(rig.store.put_attempts(), attempts, "nothing retried");
+}
+
+/// A.3, the triggers: once a permanent audit failure made `bad` terminal, neither of
+/// `append`'s triggers detaches its partitions — not the size trigger (each frame of `bad`
+/// passes the target) and not the ceiling (its set-aside bytes are not counted, and when a
+/// healthy tenant's appends pass the ceiling only healthy partitions detach) — and the sweep's
+/// drain skips it; its records stay buffered.
+/// Mutation check: remove the `!terminal.contains(&key.tenant)` condition from the size
+/// trigger in `append` and `bad`'s partitions are detached.
+#[test]
+fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
+    // One record's estimated bytes, measured on a sink of the same kind.
+    let one = {
+        let mut probe = Rig::new();
+        let _ = probe.append("probe", 0, 1);
+        probe.records.buffered_bytes()
+    };
+    let mut rig = Rig::with_config(ourios_sinks::RecordSinkConfig {
+        target_partition_bytes: 3 * one,
+        ceiling_bytes: 12 * one,
+        ..Default::default()
+    });
+    let (bad_ids, detached) = rig.append_detaching("bad", 0, 2);
+    assert!(detached.is_empty());
+    rig.store
+        .on_prefix("audit/tenant=bad", Fault::Permanent, None);
+    let mut drained = rig.coord.drain_all();
+    let _ = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    let bad = Tenant::new("bad");
+    assert!(rig.records.is_terminal(&bad));
+    rig.store.clear_faults();
+
+    let mut kept: BTreeSet<_> = bad_ids.into_iter().collect();
+    for hour in 0..4 {
+        let (ids, detached) = rig.append_detaching("bad", hour, 4);
+        kept.extend(ids);
+        assert!(
+            detached.is_empty(),
+            "a trigger detached the terminal tenant: {:?}",
+            detached.iter().map(|p| &p.key).collect::<Vec<_>>()
+        );
+    }
+    let mut healthy = Vec::new();
+    // Two records per partition stay under the target; the ceiling counts only what can be
+    // published, so it fires once the healthy tenant alone reaches it.
+    for hour in 0..8 {
+        let (_, detached) = rig.append_detaching("good", hour, 2);
+        healthy.extend(detached);
+    }
+    assert!(
+        !healthy.is_empty(),
+        "the ceiling fires for the healthy tenant"
+    );
+    assert!(healthy.iter().all(|p| p.key.tenant != bad));
+    rig.records.requeue(healthy);
+
+    let sweep = rig.coord.drain_aged(std::time::Duration::ZERO);
+    assert!(sweep.records().iter().all(|p| p.key.tenant != bad));
+    drop(sweep);
+    assert_eq!(
+        rig.buffered("bad"),
+        kept,
+        "the terminal tenant's records stay buffered"
+    );
 }

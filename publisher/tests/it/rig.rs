@@ -127,6 +127,31 @@ impl Rig {
         ids
     }
 
+    /// As [`append`](Self::append), for a sink whose triggers may fire: returns the ids and
+    /// the partitions the appends detached.
+    pub(crate) fn append_detaching(
+        &mut self,
+        tenant: &str,
+        hour: u64,
+        n: u32,
+    ) -> (Vec<RecordId>, Vec<ourios_sinks::Partition>) {
+        let wm = self.emit_event(tenant, hour);
+        let lsn = self.next_lsn;
+        self.next_lsn += 1;
+        self.watermarks.insert(lsn, wm);
+        let mut ids = Vec::new();
+        let mut detached = Vec::new();
+        for index in 0..n {
+            let r = record(tenant, lsn, index, T0 + hour * HOUR, wm);
+            ids.push(r.id);
+            match self.records.append(r) {
+                ourios_sinks::AppendOutcome::Buffered { detached: d } => detached.extend(d),
+                other => panic!("unexpected append outcome {other:?}"),
+            }
+        }
+        (ids, detached)
+    }
+
     /// The audit seq the records of frame `lsn` depend on.
     pub(crate) fn watermark_of(&self, lsn: u64) -> u64 {
         self.watermarks[&lsn]
@@ -188,16 +213,48 @@ impl Rig {
     /// Objects whose every record is also in another object: the extra copies an ambiguous
     /// put can leave (each such put duplicates one whole partition object).
     pub(crate) fn extra_objects(&self) -> usize {
-        let objects = self.store_objects();
-        let mut seen: BTreeSet<RecordId> = BTreeSet::new();
-        let mut extra = 0;
-        for ids in &objects {
-            if !ids.is_empty() && ids.iter().all(|id| seen.contains(id)) {
-                extra += 1;
-            }
-            seen.extend(ids.iter().copied());
-        }
-        extra
+        extra(&self.store_objects())
+    }
+
+    /// The audit seqs of each audit object, one set per object.
+    pub(crate) fn audit_objects(&self) -> Vec<BTreeSet<u64>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::UInt64Type;
+        use object_store::ObjectStoreExt;
+        let store = self.store.inner();
+        let paths = self
+            .rt
+            .block_on(ourios_sinks::list_objects(store, "", "audit"))
+            .unwrap();
+        paths
+            .iter()
+            .map(|path| {
+                let bytes = self
+                    .rt
+                    .block_on(async { store.get(path).await.unwrap().bytes().await.unwrap() });
+                let reader =
+                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                        .unwrap()
+                        .build()
+                        .unwrap();
+                let mut seqs = BTreeSet::new();
+                for batch in reader {
+                    let batch = batch.unwrap();
+                    let col = batch
+                        .column_by_name("seq")
+                        .unwrap()
+                        .as_primitive::<UInt64Type>()
+                        .clone();
+                    seqs.extend(col.values().iter().copied());
+                }
+                seqs
+            })
+            .collect()
+    }
+
+    /// Audit objects whose every event is also in another object (see `extra_objects`).
+    pub(crate) fn extra_audit_objects(&self) -> usize {
+        extra(&self.audit_objects())
     }
 
     /// How many times each id is in the store.
@@ -243,6 +300,19 @@ impl Rig {
             self.audit.buffered_events()
         );
     }
+}
+
+/// Objects (as sets of ids) whose every id an earlier object already holds.
+fn extra<T: Ord + Copy>(objects: &[BTreeSet<T>]) -> usize {
+    let mut seen = BTreeSet::new();
+    let mut extra = 0;
+    for ids in objects {
+        if !ids.is_empty() && ids.iter().all(|id| seen.contains(id)) {
+            extra += 1;
+        }
+        seen.extend(ids.iter().copied());
+    }
+    extra
 }
 
 pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64) -> LogRecord {
