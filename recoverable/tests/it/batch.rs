@@ -262,3 +262,20 @@ fn rfc0054_mech_settled_or_empty_batch_drop_calls_no_target() {
     );
     assert!(target.journal.events().is_empty());
 }
+
+/// `len` and `is_empty` describe what the batch was built with, whatever its items' states.
+/// Mutation check (cargo-mutants): `RecoverableBatch::is_empty` replaced with `true` or with
+/// `false`.
+#[test]
+fn batch_is_empty_only_when_built_empty() {
+    let target = buffer();
+    let empty = batch_of(&[], &target);
+    assert!(empty.is_empty());
+    assert_eq!(empty.len(), 0);
+    let mut one = batch_of(&[7], &target);
+    assert!(!one.is_empty());
+    let lease = one.begin_next().unwrap();
+    let _ = one.settle(lease, Settlement::Durable);
+    assert!(!one.is_empty(), "settling an item does not empty the batch");
+    assert_eq!(one.len(), 1);
+}

@@ -423,3 +423,78 @@ fn rfc0054_mech_take_records_where_panicking_predicate_strands_nothing() {
         ]
     );
 }
+
+/// What a `Drained` holds is what its accessors report: `audit()` the events put in, and
+/// `is_empty` only when neither side holds anything. A requeue arm with nothing to requeue
+/// does not call its target (the contract promises non-empty `items`).
+/// Mutation check (cargo-mutants): `Drained::audit` replaced with an empty slice;
+/// `Drained::is_empty` replaced with `true`, or its `&&` made `||`; `n > 0` made `n >= 0` in
+/// `requeue_records_where` or `requeue_audit`.
+#[test]
+fn drained_reports_what_it_holds_and_empty_arms_call_no_target() {
+    let fx = Fixture::new();
+    let mut drained = Drained::new(
+        Guard(fx.journal.clone()),
+        fx.audit.clone(),
+        fx.records.clone(),
+    );
+    assert!(drained.is_empty());
+    assert_eq!(drained.requeue_audit(), 0);
+    assert_eq!(drained.requeue_records_where(|_| true), 0);
+    drained.put_audit(std::mem::take(&mut *lock(&fx.audit.items)));
+    assert_eq!(drained.audit(), &AUDIT);
+    assert!(!drained.is_empty(), "audit held, no records");
+    assert_eq!(drained.requeue_audit(), 3);
+    drained
+        .record_slot()
+        .extend(std::mem::take(&mut *lock(&fx.records.items)));
+    assert!(!drained.is_empty(), "records held, no audit");
+    assert_eq!(drained.requeue_records_where(|_| false), 0);
+    assert_eq!(
+        fx.journal.requeues(),
+        vec![requeued("audit", &AUDIT, RequeueCause::Refused)],
+        "no target was called with nothing"
+    );
+    let _ = drained.requeue_records_where(|_| true);
+    assert!(drained.is_empty());
+}
+
+/// `finish` requeues what is still held — audit first, records second, cause `Refused` — and
+/// hands the guard back undropped; an empty side is not requeued.
+/// Mutation check (cargo-mutants): delete either `!` in `Drained::finish` (a held side is then
+/// never requeued, and is lost).
+#[test]
+fn drained_finish_requeues_held_audit_then_records_and_returns_the_guard() {
+    let fx = Fixture::new();
+    let mut drained = Drained::new(
+        Guard(fx.journal.clone()),
+        fx.audit.clone(),
+        fx.records.clone(),
+    );
+    drained.put_audit(std::mem::take(&mut *lock(&fx.audit.items)));
+    drained
+        .record_slot()
+        .extend(std::mem::take(&mut *lock(&fx.records.items)));
+    let guard = drained.finish();
+    assert_eq!(
+        fx.journal.events(),
+        vec![
+            requeued("audit", &AUDIT, RequeueCause::Refused),
+            requeued("records", &RECORDS, RequeueCause::Refused),
+        ]
+    );
+    drop(guard);
+    assert_eq!(fx.journal.events().last(), Some(&Event::GuardReleased));
+    assert_eq!(fx.audit.sorted(), AUDIT.to_vec());
+    assert_eq!(fx.records.sorted(), RECORDS.to_vec());
+
+    let fx = Fixture::new();
+    let mut drained = Drained::new(
+        Guard(fx.journal.clone()),
+        fx.audit.clone(),
+        fx.records.clone(),
+    );
+    drained.put_audit(Vec::new());
+    drop(drained.finish());
+    assert_eq!(fx.journal.events(), vec![Event::GuardReleased]);
+}
