@@ -5,6 +5,7 @@
 //! nothing but the interop check's Python readers (pyarrow, duckdb) into a venv on first use.
 
 mod interop;
+mod mutants;
 mod rfc;
 #[cfg(test)]
 mod tidy;
@@ -57,6 +58,10 @@ const TASKS: &[(&str, &str)] = &[
         "cargo-fuzz targets (nightly) for N s each (60): OTLP bodies, WAL files, snapshots, templates",
     ),
     (
+        "mutants [crate...] [--min PCT] [--timeout S] [--shard K/N]",
+        "cargo-mutants per crate with its own tests (recoverable, barrier, publisher); fails under 90 %",
+    ),
+    (
         "bench ingest [flags]",
         "end to end: release node + load generator over HTTP -> target/bench/ingest.md",
     ),
@@ -94,6 +99,7 @@ fn run() -> Result<()> {
         Some("interop") => interop::run(&root),
         Some("chaos") => chaos(&args[1..]),
         Some("fuzz") => fuzz(&root, &args[1..]),
+        Some("mutants") => mutants::run(&root, &args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
@@ -106,7 +112,7 @@ fn run() -> Result<()> {
 fn print_tasks() {
     println!("cargo xtask <task>\n\ntasks:");
     for (name, what) in TASKS {
-        println!("  {name:<22} {what}");
+        println!("  {name:<24} {what}");
     }
 }
 

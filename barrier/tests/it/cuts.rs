@@ -26,6 +26,7 @@ impl Drop for SetOnDrop {
 /// Mutation check: advance the epoch by 2 in `begin_cut` and the tag of `after` is E+2.
 #[test]
 fn rfc0052_epoch_split_before_cut_is_e_after_is_e_plus_one() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let before = barrier.enter_encode();
     let publish_before = barrier.enter_publish();
@@ -52,6 +53,7 @@ fn rfc0052_epoch_split_before_cut_is_e_after_is_e_plus_one() {
 /// `requeued` assertion can fail; make it wait for all epochs and the test hangs on `after`.
 #[test]
 fn rfc0052_quiesce_encodes_waits_for_exactly_the_work_through_e() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let requeued = Arc::new(AtomicBool::new(false));
     let batch = Guarded::new(SetOnDrop(Arc::clone(&requeued)), barrier.enter_encode());
@@ -75,6 +77,7 @@ fn rfc0052_quiesce_encodes_waits_for_exactly_the_work_through_e() {
 /// verdict can come back before the Requeued outcome is recorded (ok instead of not ok).
 #[test]
 fn rfc0052_quiesce_publishes_waits_for_exactly_the_publishes_through_e() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     let token = guard.detach();
@@ -99,6 +102,7 @@ fn rfc0052_quiesce_publishes_waits_for_exactly_the_publishes_through_e() {
 /// E's verdict is not ok; never remove consumed failures and cut E+2 is not ok.
 #[test]
 fn rfc0052_verdict_is_scoped_to_publishes_tagged_through_e() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let p_e = barrier.enter_publish();
     let cut_e = barrier.begin_cut();
@@ -139,6 +143,7 @@ fn rfc0052_verdict_is_scoped_to_publishes_tagged_through_e() {
 /// second cut's verdict is ok.
 #[test]
 fn rfc0052_verdict_blames_an_unconsumed_failure_on_the_next_cut() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let publish = barrier.enter_publish(); // tagged 0
     let dropped = barrier.begin_cut();
@@ -161,6 +166,7 @@ fn rfc0052_verdict_blames_an_unconsumed_failure_on_the_next_cut() {
 /// happens.
 #[test]
 fn rfc0054_m8_cut_with_failed_latch_proceeds_and_verdict_and_cas_decide() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let requeued = Arc::new(AtomicBool::new(false));
     drop_in_panic(Guarded::new(
@@ -190,6 +196,7 @@ fn rfc0054_m8_cut_with_failed_latch_proceeds_and_verdict_and_cas_decide() {
 /// Mutation check: make `all_ok` ignore `panicked` publishes and the first cut would clear.
 #[test]
 fn rfc0054_4_publish_panic_fails_its_cut_and_the_next_cut_clears() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let publish = barrier.enter_publish();
     let first = barrier.begin_cut();
@@ -216,6 +223,7 @@ fn rfc0054_4_publish_panic_fails_its_cut_and_the_next_cut_clears() {
 /// the first clear succeeds, erasing the E+1 failure.
 #[test]
 fn rfc0054_c5_report_during_a_cut_survives_for_the_next_cut() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     drop_in_panic(barrier.enter_encode()); // latch (0, 1)
     let cut = barrier.begin_cut(); // E = 0, captures (0, 1)
@@ -242,6 +250,7 @@ fn rfc0054_c5_report_during_a_cut_survives_for_the_next_cut() {
 /// becomes `u32::MAX` territory (barrier_epoch after quiesce is not 0).
 #[test]
 fn rfc0054_m7_epoch_reset_at_last_epoch_after_both_quiesces() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::with_state(LAST_EPOCH - 1, CLEAR).unwrap();
     let cut = barrier.begin_cut();
     assert!(!cut.resets_epoch());
@@ -301,6 +310,7 @@ fn rfc0054_m7_epoch_reset_at_last_epoch_after_both_quiesces() {
 /// tagged `u32::MAX - 1`, after the cut.
 #[test]
 fn rfc0054_m7_new_work_waits_for_the_reset_then_is_tagged_zero() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::with_state(LAST_EPOCH, CLEAR).unwrap();
     let old = barrier.enter_encode();
     let reset = barrier.begin_cut();
@@ -333,6 +343,7 @@ fn rfc0054_m7_new_work_waits_for_the_reset_then_is_tagged_zero() {
 /// forever (enter_encode would block).
 #[test]
 fn rfc0054_m7_dropped_reset_cut_resets_once_nothing_is_outstanding() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::with_state(LAST_EPOCH, CLEAR).unwrap();
     let old = barrier.enter_encode();
     let publish = barrier.enter_publish();
@@ -369,6 +380,7 @@ fn rfc0054_m7_dropped_reset_cut_resets_once_nothing_is_outstanding() {
 /// reset.
 #[test]
 fn rfc0054_m7_reset_keeps_the_latch_until_a_stamping_cut_clears_it() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::with_state(LAST_EPOCH, CLEAR).unwrap();
     let publish = barrier.enter_publish();
     let reset = barrier.begin_cut();
@@ -387,6 +399,7 @@ fn rfc0054_m7_reset_keeps_the_latch_until_a_stamping_cut_clears_it() {
 /// Mutation check: ignore `era` in `quiesce_publishes` and the stale verdict is ok.
 #[test]
 fn verdict_of_a_cut_superseded_by_a_reset_is_stale() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::with_state(LAST_EPOCH, CLEAR).unwrap();
     let reset = barrier.begin_cut();
     let _ = barrier.quiesce_publishes(&reset);
@@ -399,6 +412,7 @@ fn verdict_of_a_cut_superseded_by_a_reset_is_stale() {
 /// Mutation check: drop the check in `with_state` and it returns Ok.
 #[test]
 fn barrier_with_reserved_epoch_is_refused() {
+    let _watchdog = crate::support::watchdog();
     let error = Barrier::with_state(u32::MAX, CLEAR).unwrap_err();
     assert_eq!(
         error.to_string(),
@@ -417,6 +431,7 @@ fn barrier_with_reserved_epoch_is_refused() {
 /// quiesce shows it.
 #[test]
 fn cuts_and_concurrent_batches_balance() {
+    let _watchdog = crate::support::watchdog();
     const BATCHES: u64 = 20_000;
     let barrier = Barrier::new();
     let finished = Arc::new(std::sync::atomic::AtomicUsize::new(0));

@@ -11,6 +11,7 @@ use crate::support::{AtRequeue, Requeue, drop_in_panic, requeued};
 /// the report already made and the count already gone.
 #[test]
 fn rfc0054_m4_guarded_batch_requeues_before_report_and_decrement() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let cut = barrier.begin_cut(); // epoch 0 -> 1, so the batch below is tagged 1
     let (requeue, seen) = Requeue::new(&barrier);
@@ -33,6 +34,7 @@ fn rfc0054_m4_guarded_batch_requeues_before_report_and_decrement() {
 /// Mutation check: drop the `panicking()` condition in `BatchGuard::drop` and the latch is set.
 #[test]
 fn batch_guard_normal_drop_reports_nothing() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let (requeue, seen) = Requeue::new(&barrier);
     drop(Guarded::new(requeue, barrier.enter_encode()));
@@ -47,6 +49,7 @@ fn batch_guard_normal_drop_reports_nothing() {
 /// stays 1 (and quiesce would hang).
 #[test]
 fn batch_guard_of_a_cut_epoch_reports_and_leaves_the_map() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     let cut = barrier.begin_cut();
@@ -63,6 +66,7 @@ fn batch_guard_of_a_cut_epoch_reports_and_leaves_the_map() {
 /// Mutation check: make `is_ok` true for `Requeued` and the table below fails.
 #[test]
 fn publish_outcome_only_durable_and_dropped_are_ok() {
+    let _watchdog = crate::support::watchdog();
     use PublishOutcome::*;
     for (outcome, ok) in [
         (Durable, true),
@@ -91,6 +95,7 @@ fn publish_outcome_only_durable_and_dropped_are_ok() {
 /// Mutation check: make `PublishGuard::fail` settle as ok and the second verdict is ok.
 #[test]
 fn publish_guard_ok_and_fail_decide_the_verdict() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let good = barrier.enter_publish();
     let cut = barrier.begin_cut();
@@ -111,6 +116,7 @@ fn publish_guard_ok_and_fail_decide_the_verdict() {
 /// `panicked_publishes` is 0; remove the report and the latch stays clear.
 #[test]
 fn publish_guard_dropped_in_panic_requeues_reports_and_fails_verdict() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let (requeue, seen) = Requeue::new(&barrier);
     let drained = Guarded::new(requeue, barrier.enter_publish());
@@ -135,6 +141,7 @@ fn publish_guard_dropped_in_panic_requeues_reports_and_fails_verdict() {
 /// Mutation check: treat the non-panicking drop as ok and the verdict is ok.
 #[test]
 fn publish_guard_dropped_without_outcome_fails_closed() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let publish = barrier.enter_publish();
     let cut = barrier.begin_cut();
@@ -151,6 +158,7 @@ fn publish_guard_dropped_without_outcome_fails_closed() {
 /// `is_settled` after the tokens complete is already true.
 #[test]
 fn rfc0054_m5_shared_completion_settles_when_count_is_zero_and_encode_ended() {
+    let _watchdog = crate::support::watchdog();
     // Tokens first, then the encode end.
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
@@ -191,6 +199,7 @@ fn rfc0054_m5_shared_completion_settles_when_count_is_zero_and_encode_ended() {
 /// `publishes_outstanding` is 1.
 #[test]
 fn batch_without_detach_registers_no_publish() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     assert!(guard.publish_completion().is_none());
@@ -204,6 +213,7 @@ fn batch_without_detach_registers_no_publish() {
 /// Mutation check: keep the last outcome instead of `max` in `finish_one` and the verdict is ok.
 #[test]
 fn shared_completion_settles_with_the_worst_outcome() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     let (a, b) = (guard.detach(), guard.detach());
@@ -222,6 +232,7 @@ fn shared_completion_settles_with_the_worst_outcome() {
 /// Mutation check: remove the report from `DetachToken::drop` and the latch stays clear.
 #[test]
 fn detach_token_dropped_in_panic_requeues_reports_and_counts_panicked() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     let (requeue, seen) = Requeue::new(&barrier);
@@ -249,6 +260,7 @@ fn detach_token_dropped_in_panic_requeues_reports_and_counts_panicked() {
 /// `publishes_outstanding` stays 1.
 #[test]
 fn detach_token_dropped_without_outcome_fails_closed_and_settles() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let guard = barrier.enter_encode();
     let token = guard.detach();
@@ -267,6 +279,7 @@ fn detach_token_dropped_without_outcome_fails_closed_and_settles() {
 /// `publishes_outstanding == 0`.
 #[test]
 fn guarded_complete_drops_the_value_before_settling() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let (requeue, seen) = Requeue::new(&barrier);
     Guarded::new(requeue, barrier.enter_publish()).complete(PublishOutcome::Durable);
@@ -287,6 +300,7 @@ fn guarded_complete_drops_the_value_before_settling() {
 /// Mutation check: make `deref_mut` return a copy and the pushed item is lost.
 #[test]
 fn guarded_gives_access_to_value_and_guard() {
+    let _watchdog = crate::support::watchdog();
     let barrier = Barrier::new();
     let mut batch = Guarded::new(vec![1_u32], barrier.enter_encode());
     batch.push(2);

@@ -11,6 +11,7 @@ use ourios_barrier::{
 /// Mutation check: swap the halves in `LatchWord::new` (or set `EPOCH_SHIFT` to 0) and this fails.
 #[test]
 fn latch_word_packs_epoch_high_and_generation_low() {
+    let _watchdog = crate::support::watchdog();
     let word = LatchWord::new(0x1234_5678, 0x9abc_def0);
     assert_eq!(word.bits(), 0x1234_5678_9abc_def0);
     assert_eq!(word.epoch(), 0x1234_5678);
@@ -35,6 +36,7 @@ fn latch_word_packs_epoch_high_and_generation_low() {
 /// the second assertion fails (epoch 7 would overwrite 3).
 #[test]
 fn rfc0054_c5_report_lowers_epoch_to_min_and_increments_generation() {
+    let _watchdog = crate::support::watchdog();
     let latch = EpochLatch::new();
     assert_eq!(latch.report(3), Reported::Recorded(LatchWord::new(3, 1)));
     assert_eq!(latch.report(7), Reported::Recorded(LatchWord::new(3, 2)));
@@ -49,6 +51,7 @@ fn rfc0054_c5_report_lowers_epoch_to_min_and_increments_generation() {
 /// becomes (MAX, 1).
 #[test]
 fn latch_report_of_reserved_epoch_is_refused() {
+    let _watchdog = crate::support::watchdog();
     let latch = EpochLatch::new();
     assert_eq!(latch.report(CLEAR_EPOCH), Reported::Refused);
     assert_eq!(latch.capture(), CLEAR);
@@ -63,6 +66,7 @@ fn latch_report_of_reserved_epoch_is_refused() {
 /// `current` whenever `current.epoch() == captured.epoch()`) and the `Raced` assertion fails.
 #[test]
 fn rfc0054_4_latch_clears_only_from_captured_word() {
+    let _watchdog = crate::support::watchdog();
     let latch = EpochLatch::new();
     let _ = latch.report(4);
     let captured = latch.capture();
@@ -88,6 +92,7 @@ fn rfc0054_4_latch_clears_only_from_captured_word() {
 /// Mutation check: make `clear` store CLEAR unconditionally and every `Raced` assertion fails.
 #[test]
 fn rfc0054_c5_any_report_between_capture_and_clear_makes_the_clear_fail() {
+    let _watchdog = crate::support::watchdog();
     for (first, between) in [(5, 2), (5, 9), (5, 5)] {
         let latch = EpochLatch::new();
         let _ = latch.report(first);
@@ -122,6 +127,7 @@ fn rfc0054_c5_any_report_between_capture_and_clear_makes_the_clear_fail() {
 /// `clear` and the `Cleared::Sticky` assertion fails.
 #[test]
 fn rfc0054_m6_sticky_generation_refuses_every_clear() {
+    let _watchdog = crate::support::watchdog();
     let latch = EpochLatch::with_word(LatchWord::new(9, STICKY_GENERATION - 2));
     assert_eq!(
         latch.report(9),
@@ -153,6 +159,7 @@ fn rfc0054_m6_sticky_generation_refuses_every_clear() {
 /// Mutation check: start `Barrier::new` from any non-CLEAR word and this fails.
 #[test]
 fn rfc0054_4_restart_latch_is_clear_on_a_new_barrier() {
+    let _watchdog = crate::support::watchdog();
     let before = Barrier::new();
     let _ = before.latch().report(0);
     assert!(!before.latch().capture().is_clear());

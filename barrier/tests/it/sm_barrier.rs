@@ -452,6 +452,8 @@ pub(crate) struct Real {
     tokens: Vec<DetachToken>,
     publishes: Vec<PublishGuard>,
     cut: Option<Cut>,
+    /// Bounds the case: a wait that never ends fails the run. Dropped last.
+    _watchdog: crate::support::Watchdog,
 }
 
 fn pair(word: LatchWord) -> (u32, u32) {
@@ -478,6 +480,7 @@ impl StateMachineTest for BarrierModel {
             tokens: Vec::new(),
             publishes: Vec::new(),
             cut: None,
+            _watchdog: crate::support::watchdog(),
         }
     }
 

@@ -130,6 +130,8 @@ fn pair(word: LatchWord) -> (u32, u32) {
 pub(crate) struct Real {
     latch: EpochLatch,
     captured: Vec<LatchWord>,
+    /// Bounds the case: a CAS loop that never ends fails the run.
+    _watchdog: crate::support::Watchdog,
 }
 
 impl StateMachineTest for LatchModel {
@@ -140,6 +142,7 @@ impl StateMachineTest for LatchModel {
         Real {
             latch: EpochLatch::with_word(LatchWord::new(model.word.0, model.word.1)),
             captured: Vec::new(),
+            _watchdog: crate::support::watchdog(),
         }
     }
 

@@ -2,9 +2,48 @@
 //! barrier looked like at the moment of its requeue.
 
 use std::panic::{AssertUnwindSafe, catch_unwind, panic_any};
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Condvar, Mutex, Once, PoisonError};
+use std::time::Duration;
 
 use ourios_barrier::{Barrier, LatchWord};
+
+/// How long one test (or one state-machine case) may run before the watchdog ends the process.
+/// Every test here finishes in well under a second; a wrong barrier makes a quiesce or a
+/// gated enter wait forever, and that must fail the run, not stall it.
+const HANG: Duration = Duration::from_secs(5);
+
+/// Ends the test process (exit code 101, naming the test) if it is still alive after [`HANG`].
+/// Hold it for the test's whole body; dropping it disarms the watchdog.
+#[must_use = "the watchdog is disarmed when this is dropped"]
+pub(crate) struct Watchdog {
+    done: Arc<(Mutex<bool>, Condvar)>,
+}
+
+pub(crate) fn watchdog() -> Watchdog {
+    let name = std::thread::current().name().unwrap_or("a test").to_owned();
+    let done = Arc::new((Mutex::new(false), Condvar::new()));
+    let watched = Arc::clone(&done);
+    std::thread::spawn(move || {
+        let (flag, changed) = &*watched;
+        let guard = flag.lock().unwrap_or_else(PoisonError::into_inner);
+        let (guard, _) = changed
+            .wait_timeout_while(guard, HANG, |done| !*done)
+            .unwrap_or_else(PoisonError::into_inner);
+        if !*guard {
+            eprintln!("{name}: still running after {HANG:?}; a wait that never ends is a failure");
+            std::process::exit(101);
+        }
+    });
+    Watchdog { done }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let (flag, changed) = &*self.done;
+        *flag.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        changed.notify_all();
+    }
+}
 
 /// The payload of every panic a test raises on purpose; the hook stays quiet for it only.
 pub(crate) struct ExpectedPanic;

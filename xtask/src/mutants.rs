@@ -1,0 +1,194 @@
+//! `cargo xtask mutants [crate...] [--min PCT] [--timeout S] [--shard K/N]`: cargo-mutants over
+//! each crate with that crate's own tests, and a score per crate.
+//!
+//! The score is caught / viable, where viable = caught + missed + timed out, and a mutant that
+//! makes the tests hang until the timeout counts as caught (the tests did not pass; every test
+//! that waits on the code under test is bounded, so a hang is a detection, not a pass). Mutants
+//! of `Debug` and `Display` impls are excluded. The task fails when a crate scores under
+//! `--min` (90) and lists the survivors.
+//!
+//! The mutants are applied in place (cargo-mutants restores each file after its mutant), so the
+//! builds reuse the target directory instead of building a copy of the workspace from cold. The
+//! crate's sources must therefore be committed: the task refuses a dirty crate.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail, ensure};
+
+/// The crates CI scores: the ownership handles, the barrier and the publisher.
+pub(crate) const CI_CRATES: &[&str] = &["recoverable", "barrier", "publisher"];
+
+/// Excluded from mutation: formatting impls say nothing about the promises.
+const EXCLUDE_RE: &str = r"impl (fmt::)?(Debug|Display)";
+
+struct Options {
+    crates: Vec<String>,
+    min_percent: f64,
+    timeout_secs: u64,
+    shard: Option<String>,
+}
+
+fn parse(args: &[String]) -> Result<Options> {
+    let mut o = Options {
+        crates: Vec::new(),
+        min_percent: 90.0,
+        timeout_secs: 60,
+        shard: None,
+    };
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--min" => {
+                o.min_percent = it
+                    .next()
+                    .context("--min needs a percentage")?
+                    .parse()
+                    .context("--min needs a number")?;
+            }
+            "--timeout" => {
+                o.timeout_secs = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .context("--timeout takes a whole number of seconds")?;
+            }
+            "--shard" => o.shard = Some(it.next().context("--shard needs K/N")?.clone()),
+            flag if flag.starts_with('-') => bail!(
+                "mutants: unknown flag `{flag}` (expected --min PCT, --timeout S, --shard K/N)"
+            ),
+            krate => o.crates.push(krate.to_owned()),
+        }
+    }
+    if o.crates.is_empty() {
+        o.crates = CI_CRATES.iter().map(|c| (*c).to_owned()).collect();
+    }
+    Ok(o)
+}
+
+/// One crate's tally, read from cargo-mutants' `outcomes.json`.
+#[derive(Debug)]
+struct Score {
+    caught: u64,
+    missed: u64,
+    timeout: u64,
+    unviable: u64,
+    survivors: Vec<String>,
+}
+
+impl Score {
+    fn viable(&self) -> u64 {
+        self.caught + self.missed + self.timeout
+    }
+
+    fn percent(&self) -> f64 {
+        if self.viable() == 0 {
+            return 100.0;
+        }
+        (self.caught + self.timeout) as f64 * 100.0 / self.viable() as f64
+    }
+}
+
+fn read_score(outcomes: &Path) -> Result<Score> {
+    let text = std::fs::read_to_string(outcomes)
+        .with_context(|| format!("reading {}", outcomes.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text)?;
+    let count = |k: &str| json[k].as_u64().unwrap_or(0);
+    let survivors = json["outcomes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|o| o["summary"] == "MissedMutant")
+        .filter_map(|o| o["scenario"]["Mutant"]["name"].as_str().map(str::to_owned))
+        .collect();
+    Ok(Score {
+        caught: count("caught"),
+        missed: count("missed"),
+        timeout: count("timeout"),
+        unviable: count("unviable"),
+        survivors,
+    })
+}
+
+pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
+    let o = parse(args)?;
+    let available = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    ensure!(
+        available,
+        "cargo-mutants is not installed (`cargo install --locked cargo-mutants`)"
+    );
+    let mut lines = Vec::new();
+    let mut failed = Vec::new();
+    for krate in &o.crates {
+        ensure!(
+            root.join(krate).join("Cargo.toml").exists(),
+            "mutants: no crate folder `{krate}`"
+        );
+        let clean = Command::new("git")
+            .args(["diff", "--quiet", "HEAD", "--"])
+            .arg(krate)
+            .status()
+            .context("running git diff")?
+            .success();
+        ensure!(
+            clean,
+            "mutants: `{krate}` has uncommitted changes; the mutants are applied in place, so \
+             commit or stash them first"
+        );
+        let out_dir = crate::target_dir().join("mutants").join(krate);
+        std::fs::create_dir_all(&out_dir)?;
+        let package = crate::package(krate);
+        let timeout = o.timeout_secs.to_string();
+        let mut cmd = Command::new("cargo");
+        cmd.args(["mutants", "--in-place", "--no-shuffle", "-p", &package])
+            .args(["--test-package", &package, "--timeout", &timeout])
+            .args(["--exclude-re", EXCLUDE_RE, "-o"])
+            .arg(&out_dir);
+        if let Some(shard) = &o.shard {
+            cmd.args(["--shard", shard]);
+        }
+        // Unit and integration tests only: doctests compile once per mutant and prove nothing
+        // the crate's tests do not (CI's test step runs them).
+        cmd.args(["--", "--tests"]);
+        // A proptest failing under a mutant must not write a regression file into the tree.
+        cmd.env("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1");
+        println!("$ {cmd:?}");
+        // cargo-mutants exits non-zero when any mutant survives; the score decides here.
+        let status = cmd.status().context("running cargo mutants")?;
+        let outcomes = out_dir.join("mutants.out").join("outcomes.json");
+        if !outcomes.exists() {
+            bail!("cargo mutants for {krate} wrote no outcomes ({status})");
+        }
+        let score = read_score(&outcomes)?;
+        let line = format!(
+            "{krate}: {:.1} % ({} caught, {} by timeout, {} missed of {} viable; {} unviable)",
+            score.percent(),
+            score.caught,
+            score.timeout,
+            score.missed,
+            score.viable(),
+            score.unviable
+        );
+        println!("mutants {line}");
+        for s in &score.survivors {
+            println!("  survived: {s}");
+        }
+        if score.percent() < o.min_percent {
+            failed.push(krate.clone());
+        }
+        lines.push(line);
+    }
+    println!("mutants:");
+    for l in &lines {
+        println!("  {l}");
+    }
+    ensure!(
+        failed.is_empty(),
+        "mutants: under {} % caught: {}",
+        o.min_percent,
+        failed.join(", ")
+    );
+    Ok(())
+}
