@@ -30,7 +30,7 @@ pub(crate) const LOOM_MAX_PREEMPTIONS: &str = "2";
 const TASKS: &[(&str, &str)] = &[
     (
         "ci",
-        "everything CI runs: fmt, clippy, tests, loom, rustdoc, rfc tables, interop, chaos, fuzz",
+        "everything CI runs: fmt, clippy, tests, loom, rustdoc, rfc tables, interop, chaos, fuzz, mutants",
     ),
     (
         "test [crate]",
@@ -155,6 +155,8 @@ fn ci(root: &Path) -> Result<()> {
     })?;
     // The short form: each cargo-fuzz target for 10 seconds.
     step("fuzz (short)", || fuzz_in_ci(root))?;
+    // The short form: one of four shards of each crate's mutants, chosen by the commit.
+    step("mutants (one shard)", || mutants::in_ci(root))?;
     println!("xtask ci: all steps passed in {:.0?}", started.elapsed());
     Ok(())
 }

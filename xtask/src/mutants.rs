@@ -192,3 +192,36 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     );
     Ok(())
 }
+
+/// The shards CI splits each crate's mutants into; one shard runs per CI run.
+const CI_SHARDS: u32 = 4;
+
+/// CI's short form: shard `k` of [`CI_SHARDS`] of every crate in [`CI_CRATES`], where `k` is
+/// the commit's first hex digit modulo the shard count, so consecutive commits cover different
+/// shards and a rerun of one commit runs the same one. Needs cargo-mutants; `.ci/run` installs
+/// it and requires the step (`OURIOS_REQUIRE_MUTANTS=1`), elsewhere a missing tool is a notice.
+pub(crate) fn in_ci(root: &Path) -> Result<()> {
+    let required = std::env::var_os("OURIOS_REQUIRE_MUTANTS").is_some_and(|v| v != "0");
+    let available = Command::new("cargo")
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !available && !required {
+        println!(
+            "mutants: NOT RUN: cargo-mutants is not installed here (CI installs it and requires \
+             this step; `cargo install --locked cargo-mutants`)"
+        );
+        return Ok(());
+    }
+    let head = Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .context("running git rev-parse")?;
+    let digit = String::from_utf8_lossy(&head.stdout)
+        .chars()
+        .next()
+        .and_then(|c| c.to_digit(16))
+        .unwrap_or(0);
+    let shard = format!("{}/{CI_SHARDS}", digit % CI_SHARDS);
+    run(root, &["--shard".to_owned(), shard])
+}
