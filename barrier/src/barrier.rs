@@ -22,8 +22,9 @@ const ENCODE_EPOCH_SHIFT: u32 = 32;
 const GATE_BIT: u64 = 1 << 31;
 /// The count of guards tagged with the word's epoch that are still counted on the word.
 const COUNT_MASK: u64 = GATE_BIT - 1;
-/// The most guards the word counts; any more are counted in the mutex-held map instead.
-const COUNT_MAX: u64 = COUNT_MASK;
+/// The most guards the word counts; any more are counted in the mutex-held map instead. The
+/// crate's unit tests use 3, so the overflow path runs without 2^31 live guards.
+const COUNT_MAX: u64 = if cfg!(test) { 3 } else { COUNT_MASK };
 
 /// One loaded value of the encode word.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -88,8 +89,8 @@ struct State {
     publishes_panicked: u64,
     epoch_resets: u64,
     accounting_errors: u64,
-    /// Threads blocked in `quiesce_encodes` or `quiesce_publishes` right now.
-    quiescing: u64,
+    /// Threads blocked in a quiesce or at the closed reset gate right now.
+    waiting: u64,
 }
 
 impl State {
@@ -149,7 +150,12 @@ impl Shared {
         loop {
             let word = EncodeWord(current);
             if word.gated() || word.count() == COUNT_MAX {
-                return Self::enter_encode_slow(this);
+                match Self::enter_encode_slow(this) {
+                    Some(entered) => return entered,
+                    // Relaxed: as above, a first guess for the CAS.
+                    None => current = this.encode.load(Ordering::Relaxed),
+                }
+                continue;
             }
             // Relaxed: entering publishes nothing (the guard has done nothing yet). The tag and
             // the count change in this one RMW and a cut's advance is an RMW on the same word,
@@ -167,32 +173,23 @@ impl Shared {
         }
     }
 
-    fn enter_encode_slow(this: &Arc<Self>) -> Result<BatchGuard, EnterError> {
+    /// The gated and overflow cases, under the mutex. `None`: the word changed since the fast
+    /// path looked (neither case holds now); the caller retries the fast path.
+    fn enter_encode_slow(this: &Arc<Self>) -> Option<Result<BatchGuard, EnterError>> {
         let mut state = this.state();
-        loop {
-            // Relaxed: the epoch and the gate change only under the state mutex, which we hold,
-            // so this load sees their current values; the count is validated by the CAS.
-            let current = this.encode.load(Ordering::Relaxed);
-            let word = EncodeWord(current);
-            if word.gated() {
-                return Err(state.reset_in_progress());
-            }
-            if word.count() == COUNT_MAX {
-                // Overflow: count this guard in the map under its epoch. Quiesce and the cut's
-                // move treat map and word alike, and its exit always takes the slow path.
-                *state.encodes.entry(word.epoch()).or_default() += 1;
-                return Ok(BatchGuard::new(Arc::clone(this), word.epoch(), false));
-            }
-            // Relaxed: as in the fast path, the modification order of this word is all the
-            // ordering a tag needs.
-            if this
-                .encode
-                .compare_exchange(current, current + 1, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
-            {
-                return Ok(BatchGuard::new(Arc::clone(this), word.epoch(), true));
-            }
+        // Relaxed: the epoch and the gate change only under the state mutex, which we hold, so
+        // this load sees their current values; fast-path guards may still move the count.
+        let word = EncodeWord(this.encode.load(Ordering::Relaxed));
+        if word.gated() {
+            return Some(Err(state.reset_in_progress()));
         }
+        if word.count() != COUNT_MAX {
+            return None;
+        }
+        // Overflow: count this guard in the map under its epoch. Quiesce and the cut's move
+        // treat map and word alike, and its exit always takes the slow path.
+        *state.encodes.entry(word.epoch()).or_default() += 1;
+        Some(Ok(BatchGuard::new(Arc::clone(this), word.epoch(), false)))
     }
 
     /// The last step of a batch guard's drop: decrements its count.
@@ -258,11 +255,27 @@ impl Shared {
 
     /// Blocks while the reset gate is closed.
     fn wait_for_gate(&self) {
-        let mut state = self.state();
         // Relaxed: the gate changes only under the state mutex, held here (the wait re-locks).
-        while EncodeWord(self.encode.load(Ordering::Relaxed)).gated() {
-            state = wait(&self.changed, state);
+        let _state = self.wait_while(self.state(), |_| {
+            EncodeWord(self.encode.load(Ordering::Relaxed)).gated()
+        });
+    }
+
+    /// Waits on `changed` while `blocked` holds, counted in `waiting` meanwhile (exported as
+    /// [`BarrierStats::waiting`], so a caller blocked here can be observed).
+    fn wait_while<'a>(
+        &'a self,
+        mut state: MutexGuard<'a, State>,
+        mut blocked: impl FnMut(&State) -> bool,
+    ) -> MutexGuard<'a, State> {
+        if blocked(&state) {
+            state.waiting += 1;
+            while blocked(&state) {
+                state = wait(&self.changed, state);
+            }
+            state.waiting -= 1;
         }
+        state
     }
 
     /// The last step of a publish: records a failure for the verdict, then decrements.
@@ -523,14 +536,9 @@ impl Barrier {
     /// every such batch's requeue and latch report are visible to the caller.
     pub fn quiesce_encodes(&self, cut: &Cut) {
         let shared = &self.shared;
-        let mut state = shared.state();
-        if state.era == cut.era && state.encodes_through(cut.epoch) {
-            state.quiescing += 1;
-            while state.era == cut.era && state.encodes_through(cut.epoch) {
-                state = wait(&shared.changed, state);
-            }
-            state.quiescing -= 1;
-        }
+        let _state = shared.wait_while(shared.state(), |s| {
+            s.era == cut.era && s.encodes_through(cut.epoch)
+        });
     }
 
     /// Waits until no encode batch and no publish tagged <= `cut.epoch()` is outstanding, and
@@ -542,23 +550,9 @@ impl Barrier {
     /// For the cut at [`LAST_EPOCH`], this is where the epoch resets to 0.
     pub fn quiesce_publishes(&self, cut: &Cut) -> Verdict {
         let shared = &self.shared;
-        let mut state = shared.state();
-        let mut waited = false;
-        loop {
-            if state.era != cut.era
-                || !state.encodes_through(cut.epoch) && !state.publishes_through(cut.epoch)
-            {
-                break;
-            }
-            if !waited {
-                waited = true;
-                state.quiescing += 1;
-            }
-            state = wait(&shared.changed, state);
-        }
-        if waited {
-            state.quiescing -= 1;
-        }
+        let mut state = shared.wait_while(shared.state(), |s| {
+            s.era == cut.era && (s.encodes_through(cut.epoch) || s.publishes_through(cut.epoch))
+        });
         if state.era != cut.era {
             return Verdict::stale(cut.epoch);
         }
@@ -598,7 +592,7 @@ impl Barrier {
             publishes_panicked: state.publishes_panicked,
             epoch_resets: state.epoch_resets,
             accounting_errors: state.accounting_errors,
-            quiescing: state.quiescing,
+            waiting: state.waiting,
             latch: shared.latch.capture(),
         }
     }
@@ -753,8 +747,69 @@ pub struct BarrierStats {
     pub epoch_resets: u64,
     /// Decrements that found nothing to decrement (a bug; never a panic). Zero in a sound run.
     pub accounting_errors: u64,
-    /// Cuts blocked in a quiesce at the snapshot, waiting for outstanding work.
-    pub quiescing: u64,
+    /// Threads blocked in the barrier now: cuts in a quiesce waiting for outstanding work,
+    /// and enters waiting at the closed reset gate.
+    pub waiting: u64,
     /// The latch word at the snapshot.
     pub latch: LatchWord,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `decrement` removes an entry at zero and counts a decrement of a missing entry as an
+    /// accounting error instead of underflowing.
+    #[test]
+    fn decrement_of_a_missing_entry_is_an_accounting_error() {
+        let mut map = BTreeMap::from([(3u32, 2u64)]);
+        let mut errors = 0;
+        assert!(!decrement(&mut map, 3, &mut errors));
+        assert!(decrement(&mut map, 3, &mut errors));
+        assert!(map.is_empty());
+        assert!(!decrement(&mut map, 3, &mut errors));
+        assert!(!decrement(&mut map, 4, &mut errors));
+        assert_eq!(errors, 2);
+    }
+
+    /// Past `COUNT_MAX` guards on the word (3 in this build) the next guards are counted in
+    /// the map under the same epoch: the stats see all of them, a cut's quiesce waits for
+    /// them, and they leave through the slow path without an accounting error.
+    #[test]
+    fn guards_beyond_the_word_count_overflow_into_the_map() {
+        let barrier = Barrier::new();
+        let guards: Vec<BatchGuard> = (0..5).map(|_| barrier.enter_encode()).collect();
+        // Relaxed: a single-threaded test reading its own writes.
+        let word = EncodeWord(barrier.shared.encode.load(Ordering::Relaxed));
+        assert_eq!(word.count(), COUNT_MAX);
+        assert_eq!(barrier.shared.state().encodes.get(&0), Some(&2));
+        assert_eq!(barrier.stats().encodes_outstanding, 5);
+        assert!(guards.iter().all(|g| g.epoch() == 0));
+        let cut = barrier.begin_cut();
+        assert_eq!(barrier.enter_encode().epoch(), 1);
+        drop(guards);
+        barrier.quiesce_encodes(&cut);
+        let stats = barrier.stats();
+        assert_eq!((stats.encodes_outstanding, stats.accounting_errors), (0, 0));
+    }
+
+    /// An armed reset that finds guards still counted on the word refuses to reset and counts
+    /// an accounting error (a bug elsewhere; the gate stays closed rather than lose a guard).
+    #[test]
+    fn reset_with_guards_on_the_word_is_an_accounting_error() {
+        let barrier = Barrier::new();
+        let shared = &barrier.shared;
+        // Relaxed: single-threaded.
+        shared
+            .encode
+            .store(EncodeWord::new(LAST_EPOCH, true, 1).0, Ordering::Relaxed);
+        let mut state = shared.state();
+        state.reset = Some(PendingReset {
+            cut_epoch: LAST_EPOCH,
+            armed: true,
+        });
+        shared.try_reset(&mut state);
+        assert_eq!((state.accounting_errors, state.epoch_resets), (1, 0));
+        assert!(state.reset.is_some());
+    }
 }

@@ -179,11 +179,6 @@ impl PublishGuard {
         self.complete(PublishOutcome::Durable);
     }
 
-    /// Settles the publish as [`PublishOutcome::Failed`].
-    pub fn fail(self) {
-        self.complete(PublishOutcome::Failed);
-    }
-
     pub(crate) fn settle(mut self, settlement: Settlement) {
         self.settled = true;
         self.shared.settle_publish(self.epoch, settlement);

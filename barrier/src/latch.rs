@@ -90,13 +90,8 @@ impl LatchWord {
 
     /// The word after one report of `epoch`: the epoch half lowered to the minimum, the
     /// generation half incremented, stopping at [`STICKY_GENERATION`].
-    const fn after_report(self, epoch: u32) -> Self {
-        let lowest = if epoch < self.epoch() {
-            epoch
-        } else {
-            self.epoch()
-        };
-        Self::new(lowest, self.generation().saturating_add(1))
+    fn after_report(self, epoch: u32) -> Self {
+        Self::new(epoch.min(self.epoch()), self.generation().saturating_add(1))
     }
 }
 

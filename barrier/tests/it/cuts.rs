@@ -107,7 +107,7 @@ fn rfc0052_verdict_is_scoped_to_publishes_tagged_through_e() {
     let p_e = barrier.enter_publish();
     let cut_e = barrier.begin_cut();
     let p_next = barrier.enter_publish();
-    p_next.fail(); // tagged E+1, fails before cut E's verdict
+    p_next.complete(PublishOutcome::Failed); // tagged E+1, fails before cut E's verdict
     p_e.ok();
     let verdict = barrier.quiesce_publishes(&cut_e);
     assert!(
@@ -147,7 +147,7 @@ fn rfc0052_verdict_blames_an_unconsumed_failure_on_the_next_cut() {
     let barrier = Barrier::new();
     let publish = barrier.enter_publish(); // tagged 0
     let dropped = barrier.begin_cut();
-    publish.fail();
+    publish.complete(PublishOutcome::Failed);
     drop(dropped);
     let next = barrier.begin_cut();
     let verdict = barrier.quiesce_publishes(&next);
@@ -348,7 +348,7 @@ fn rfc0054_m7_dropped_reset_cut_resets_once_nothing_is_outstanding() {
     let old = barrier.enter_encode();
     let publish = barrier.enter_publish();
     let reset = barrier.begin_cut();
-    publish.fail();
+    publish.complete(PublishOutcome::Failed);
     drop(reset);
     assert!(
         barrier.stats().reset_in_progress,
@@ -476,4 +476,92 @@ fn cuts_and_concurrent_batches_balance() {
     );
     assert_eq!(stats.publishes_settled, 2 * BATCHES.div_ceil(3));
     assert_eq!(stats.barrier_epoch, cuts);
+}
+
+/// Yields until `cond` holds (the test's watchdog bounds the wait).
+fn spin_until(mut cond: impl FnMut() -> bool) {
+    while !cond() {
+        thread::yield_now();
+    }
+}
+
+/// The verdict and the stats count every failed and panicked publish: one of each (and one
+/// ok) in epoch 5 give a verdict for epoch 5 of one failed and one panicked, and stats of
+/// three settled, one failed, one panicked.
+/// Mutation check (cargo-mutants): any `+=` on a failure counter in `settle_publish` made `*=`;
+/// `Verdict::epoch` replaced with a constant.
+#[test]
+fn verdict_and_stats_count_each_failed_and_panicked_publish() {
+    let _watchdog = crate::support::watchdog();
+    let barrier = Barrier::with_state(5, CLEAR).unwrap();
+    let failed = barrier.enter_publish();
+    let panicked = barrier.enter_publish();
+    let ok = barrier.enter_publish();
+    failed.complete(PublishOutcome::Failed);
+    drop_in_panic(panicked);
+    ok.ok();
+    let cut = barrier.begin_cut();
+    barrier.quiesce_encodes(&cut);
+    let verdict = barrier.quiesce_publishes(&cut);
+    assert_eq!(verdict.epoch(), 5);
+    assert_eq!(
+        (verdict.failed_publishes(), verdict.panicked_publishes()),
+        (1, 1)
+    );
+    let stats = barrier.stats();
+    assert_eq!(
+        (
+            stats.publishes_settled,
+            stats.publishes_failed,
+            stats.publishes_panicked
+        ),
+        (3, 1, 1)
+    );
+}
+
+/// `BarrierStats::waiting` counts the callers blocked in the barrier, and only while they
+/// are: a cut in `quiesce_encodes` and then `quiesce_publishes`, and an `enter_encode` at the
+/// closed reset gate (which then tags 0). Every wait is observed, not assumed.
+/// Mutation check (cargo-mutants): `Shared::wait_for_gate` replaced with `()` (the enter spins
+/// instead of waiting, and is never seen waiting); `+=`/`-=` on `waiting` in `wait_while`
+/// swapped.
+#[test]
+fn waiting_counts_cuts_in_a_quiesce_and_enters_at_the_reset_gate() {
+    let _watchdog = crate::support::watchdog();
+    let barrier = Barrier::new();
+    let batch = barrier.enter_encode();
+    let publish = barrier.enter_publish();
+    let cut = barrier.begin_cut();
+    thread::scope(|s| {
+        let b = &barrier;
+        let cut = &cut;
+        let waiter = s.spawn(move || {
+            b.quiesce_encodes(cut);
+            b.quiesce_publishes(cut)
+        });
+        spin_until(|| barrier.stats().waiting == 1);
+        assert_eq!(barrier.stats().encodes_outstanding, 1);
+        drop(batch);
+        spin_until(|| barrier.stats().encodes_outstanding == 0);
+        assert!(!waiter.is_finished() || barrier.stats().publishes_outstanding == 0);
+        publish.ok();
+        let verdict = waiter.join().unwrap();
+        assert!(verdict.all_ok(cut.epoch()));
+    });
+    assert_eq!(barrier.stats().waiting, 0);
+
+    let barrier = Barrier::with_state(LAST_EPOCH, CLEAR).unwrap();
+    let last = barrier.enter_encode();
+    let reset = barrier.begin_cut();
+    assert!(reset.resets_epoch());
+    thread::scope(|s| {
+        let b = &barrier;
+        let entering = s.spawn(move || b.enter_encode().epoch());
+        spin_until(|| barrier.stats().waiting == 1);
+        drop(last);
+        barrier.quiesce_encodes(&reset);
+        let _ = barrier.quiesce_publishes(&reset);
+        assert_eq!(entering.join().unwrap(), 0, "tagged after the reset");
+    });
+    assert_eq!(barrier.stats().waiting, 0);
 }

@@ -90,9 +90,10 @@ fn publish_outcome_only_durable_and_dropped_are_ok() {
     }
 }
 
-/// A sweep's publish guard: `ok` keeps the verdict ok, `fail` fails it, and neither touches the
-/// latch.
-/// Mutation check: make `PublishGuard::fail` settle as ok and the second verdict is ok.
+/// A sweep's publish guard: `ok` keeps the verdict ok, a `Failed` outcome fails it, and neither
+/// touches the latch.
+/// Mutation check (cargo-mutants): `PublishGuard::ok` replaced with `()` (the guard is then
+/// dropped unsettled, which settles it as failed) and the first verdict is not ok.
 #[test]
 fn publish_guard_ok_and_fail_decide_the_verdict() {
     let _watchdog = crate::support::watchdog();
@@ -103,7 +104,7 @@ fn publish_guard_ok_and_fail_decide_the_verdict() {
     assert!(barrier.quiesce_publishes(&cut).all_ok(cut.epoch()));
     let bad = barrier.enter_publish();
     let cut = barrier.begin_cut();
-    bad.fail();
+    bad.complete(PublishOutcome::Failed);
     let verdict = barrier.quiesce_publishes(&cut);
     assert!(!verdict.all_ok(cut.epoch()));
     assert_eq!(verdict.lowest_failed_epoch(), Some(1));
@@ -310,4 +311,29 @@ fn guarded_gives_access_to_value_and_guard() {
     assert_eq!(value, vec![1, 2]);
     drop(guard);
     assert_eq!(barrier.stats().encodes_outstanding, 0);
+}
+
+/// `Guarded::complete` settles with the outcome it is given, after dropping the value: a
+/// durable completion of a plain publish guard and of a detach token leaves the verdict ok and
+/// nothing failed, and a shared completion reports its batch's epoch.
+/// Mutation check (cargo-mutants): either `Guarded::complete` replaced with `()` (the guard is
+/// then dropped unsettled, which settles it as failed); `PublishCompletion::epoch` replaced
+/// with a constant.
+#[test]
+fn guarded_complete_settles_with_its_outcome() {
+    let _watchdog = crate::support::watchdog();
+    let barrier = Barrier::with_state(7, ourios_barrier::CLEAR).unwrap();
+    let (requeue, seen) = Requeue::new(&barrier);
+    Guarded::new(requeue, barrier.enter_publish()).complete(PublishOutcome::Durable);
+    let _ = requeued(&seen); // the value was dropped (panics if not)
+    let batch = barrier.enter_encode();
+    let token = batch.detach();
+    assert_eq!(token.completion().epoch(), 7);
+    drop(batch);
+    Guarded::new((), token).complete(PublishOutcome::Durable);
+    let cut = barrier.begin_cut();
+    barrier.quiesce_encodes(&cut);
+    assert!(barrier.quiesce_publishes(&cut).all_ok(7));
+    let stats = barrier.stats();
+    assert_eq!((stats.publishes_settled, stats.publishes_failed), (2, 0));
 }

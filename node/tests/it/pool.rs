@@ -40,7 +40,7 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let cadence = node.cadence.clone();
     let held = tokio::spawn(async move { cadence.cut_now().await });
     wait_until("the cut is blocked in a quiesce", || {
-        barrier.stats().quiescing == 1
+        barrier.stats().waiting == 1
     })
     .await;
     assert!(
@@ -69,7 +69,7 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
         metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await,
         respawns + 1.0
     );
-    assert_eq!(barrier.stats().quiescing, 0, "the cut left its quiesce");
+    assert_eq!(barrier.stats().waiting, 0, "the cut left its quiesce");
     node.shutdown().await.unwrap();
 }
 
