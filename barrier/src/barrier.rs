@@ -758,10 +758,37 @@ pub struct BarrierStats {
 mod tests {
     use super::*;
 
+    /// Runs `body` on its own thread and ends the test process if it has not returned within
+    /// 5 s: a wrong barrier makes a quiesce or an enter wait forever, and that must fail the run
+    /// rather than stall it. A panic in `body` fails the test as usual.
+    fn bounded(body: impl FnOnce() + Send + 'static) {
+        let (done, finished) = std::sync::mpsc::channel::<()>();
+        let runner = std::thread::spawn(move || {
+            body();
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(std::time::Duration::from_secs(5)) {
+            Ok(()) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                if let Err(panic) = runner.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                eprintln!("a barrier unit test is still running after 5 s: it hangs");
+                std::process::exit(101);
+            }
+        }
+    }
+
     /// `decrement` removes an entry at zero and counts a decrement of a missing entry as an
     /// accounting error instead of underflowing.
     #[test]
     fn decrement_of_a_missing_entry_is_an_accounting_error() {
+        bounded(decrement_of_a_missing_entry_is_an_accounting_error_body);
+    }
+
+    fn decrement_of_a_missing_entry_is_an_accounting_error_body() {
         let mut map = BTreeMap::from([(3u32, 2u64)]);
         let mut errors = 0;
         assert!(!decrement(&mut map, 3, &mut errors));
@@ -777,6 +804,10 @@ mod tests {
     /// them, and they leave through the slow path without an accounting error.
     #[test]
     fn guards_beyond_the_word_count_overflow_into_the_map() {
+        bounded(guards_beyond_the_word_count_overflow_into_the_map_body);
+    }
+
+    fn guards_beyond_the_word_count_overflow_into_the_map_body() {
         let barrier = Barrier::new();
         let guards: Vec<BatchGuard> = (0..5).map(|_| barrier.enter_encode()).collect();
         // Relaxed: a single-threaded test reading its own writes.
@@ -797,6 +828,10 @@ mod tests {
     /// an accounting error (a bug elsewhere; the gate stays closed rather than lose a guard).
     #[test]
     fn reset_with_guards_on_the_word_is_an_accounting_error() {
+        bounded(reset_with_guards_on_the_word_is_an_accounting_error_body);
+    }
+
+    fn reset_with_guards_on_the_word_is_an_accounting_error_body() {
         let barrier = Barrier::new();
         let shared = &barrier.shared;
         // Relaxed: single-threaded.
