@@ -88,10 +88,7 @@ async fn rfc0054_barrier_never_stamps_past_records_out_of_the_buffer_at_a_later_
     let b = ingest(&node, "t", &lines(12, 2)).await;
     bounded("the detached partition's put", put.wait_reached()).await;
     in_drain.release();
-    let report = match bounded("the held cut", held).await.unwrap() {
-        Some(TickResult::Done(r)) => r,
-        other => panic!("the held cut did not finish: {other:?}"),
-    };
+    let report = held_cut("the held cut", held).await;
     assert!(
         missing(&store, &frame_ids(a, 3)).await.len() == 3,
         "a's records are still at the gate"

@@ -186,14 +186,13 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(
+    let cfg = || {
         config(dir.path(), |a| {
             inline(a);
             a.wal_segment_bytes = Some(4096);
-        }),
-        &store,
-    )
-    .await;
+        })
+    };
+    let node = start(cfg(), &store).await;
     let t = Tenant::new("t");
     let barrier_panics = || metric(&node, FLUSH_ERRORS, cadence_panics("barrier"));
 
@@ -275,10 +274,7 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     assert!(held_marks.snapshot <= held_marks.frontier);
     assert_eq!(barrier_panics().await, counted + 1.0, "and it was counted");
     next_cut.release();
-    let report = match bounded("the next cut", held).await.unwrap() {
-        Some(TickResult::Done(r)) => r,
-        other => panic!("the cut after the rotation panic did not finish: {other:?}"),
-    };
+    let report = held_cut("the next cut", held).await;
     let last = frames.last().unwrap().0;
     assert_eq!(report.stamped.get("t"), Some(&last.0), "{report:?}");
     assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
@@ -286,14 +282,7 @@ async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     // Recovery from max(X, S): nothing at or below the frontier is published again.
     let before = ids_in_store(&store).await;
     crash(node).await;
-    let node = start(
-        config(dir.path(), |a| {
-            inline(a);
-            a.wal_segment_bytes = Some(4096);
-        }),
-        &store,
-    )
-    .await;
+    let node = start(cfg(), &store).await;
     assert_eq!(
         ids_in_store(&store).await,
         before,

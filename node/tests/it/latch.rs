@@ -107,10 +107,7 @@ async fn rfc0054_4_report_during_cut_survives_clear() {
             );
         }
         gate.release();
-        let report = match bounded("the held cut", held).await.unwrap() {
-            Some(ourios_node::TickResult::Done(r)) => r,
-            other => panic!("the held cut did not finish: {other:?}"),
-        };
+        let report = held_cut("the held cut", held).await;
         assert_eq!(report.epoch, epoch);
         assert_eq!(report.stamped.get("t"), Some(&lsn.0), "{report:?}");
         assert!(!report.latch_cleared, "round {round}: {report:?}");
@@ -138,8 +135,9 @@ async fn rfc0054_4_report_during_cut_survives_clear() {
 /// durable and its verdict ok). The report survives; the next cut drains the requeued
 /// partition, stamps and clears.
 ///
-/// Mutation check: in `core::run_cut`, clear against `self.barrier.latch().capture()` instead
-/// of `cut.latch_word()` and the held cut clears the raised latch.
+/// Fails if (reasoned, not run as a mutant): `core::run_cut` cleared against
+/// `self.barrier.latch().capture()` instead of `cut.latch_word()`; the held cut would clear the
+/// raised latch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_c5_publish_panic_during_cut_makes_its_clear_fail() {
     let _scenario = fail::FailScenario::setup();
@@ -183,10 +181,7 @@ async fn rfc0054_c5_publish_panic_during_cut_makes_its_clear_fail() {
     );
 
     gate.release();
-    let report = match bounded("the held cut", held).await.unwrap() {
-        Some(ourios_node::TickResult::Done(r)) => r,
-        other => panic!("the held cut did not finish: {other:?}"),
-    };
+    let report = held_cut("the held cut", held).await;
     assert_eq!(report.epoch, epoch);
     assert_eq!(report.stamped.get("t"), Some(&t.0), "{report:?}");
     assert!(!report.latch_cleared, "{report:?}");
@@ -208,8 +203,8 @@ async fn rfc0054_c5_publish_panic_during_cut_makes_its_clear_fail() {
 /// cut's put once (transient), so the cut proceeds, stamps nothing and keeps the latch; the
 /// next cut publishes, stamps and clears.
 ///
-/// Mutation check: skip the cut while the captured latch word is set (RFC 0052's old pre-cut
-/// guard) and no cut ever stamps or clears.
+/// Fails if (reasoned, not run as a mutant): the cut were skipped while the captured latch word
+/// is set (RFC 0052's old pre-cut guard); no cut would stamp or clear.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_m8_latched_cut_proceeds_and_its_drain_decides() {
     let _scenario = fail::FailScenario::setup();
@@ -256,8 +251,8 @@ async fn rfc0054_m8_latched_cut_proceeds_and_its_drain_decides() {
 /// the start (the latch is not persisted), recovery republishes the frame, and the recovery cut
 /// stamps the frontier over it.
 ///
-/// Mutation check: persist the latch word with the marks and restore it at start, and the
-/// restarted node starts latched.
+/// Fails if (reasoned): the latch word were persisted with the marks and restored at start;
+/// the restarted node would start latched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_4_restart_of_a_latched_node_starts_clear() {
     let _scenario = fail::FailScenario::setup();

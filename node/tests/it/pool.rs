@@ -1,6 +1,5 @@
 //! The encode pool and `mine_batch_ordered` under panics (RFC 0054 §9.7 legs U.5, U.7, U.8).
 
-use ourios_node::TickResult;
 use ourios_node::metrics::{ENCODE_WORKER_RESPAWNS, INGEST_ENCODE_FALLBACK, MINE_PANICS};
 use ourios_sinks::testing::FaultyStore;
 
@@ -17,8 +16,9 @@ use crate::support::*;
 /// finished nor moved the frontier.
 ///
 /// Mutation check: make `pool::BufferOnly::requeue` drop its items instead of calling
-/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing. Make both
-/// quiesces return at once and the cut is never seen blocked (the wait times out).
+/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing. Fails if
+/// (reasoned; the barrier's own tests run the mutant): the quiesces returned at once; the cut
+/// would never be seen blocked and the wait times out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let _scenario = fail::FailScenario::setup();
@@ -50,10 +50,7 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     assert_eq!(marks(&node, "t").frontier, ourios_wal::Lsn(0));
     assert_eq!(barrier.stats().encodes_outstanding, 1);
     gate.release();
-    let report = match bounded("the cut", held).await.unwrap() {
-        Some(TickResult::Done(r)) => r,
-        other => panic!("the cut did not finish: {other:?}"),
-    };
+    let report = held_cut("the cut", held).await;
     assert_eq!(
         missing(&store, &frame_ids(a, 10)).await,
         vec![],
@@ -252,8 +249,8 @@ async fn rfc0054_u7_submit_on_a_disconnected_pool_buffers_and_acknowledges() {
 /// latch holds the batch's epoch, and the next cut publishes it: every id of the frame is in
 /// the store exactly once.
 ///
-/// Mutation check: make the worker's guard also requeue what it detached and the record is
-/// in the buffer twice (and in the store twice after the cut).
+/// Fails if (reasoned, not run as a mutant): the worker's guard also requeued what it
+/// detached; the record would be in the buffer twice (and in the store twice after the cut).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_guard_alone() {
     use ourios_sinks::Tenant;

@@ -220,6 +220,18 @@ pub(crate) async fn cut(node: &Node) -> CutReport {
 }
 
 /// One sweep through the real sweep loop.
+/// Waits (bounded) for a cut that was started on its own task and returns its report; panics
+/// naming `what` if it did not finish with one.
+pub(crate) async fn held_cut(
+    what: &str,
+    held: tokio::task::JoinHandle<Option<TickResult<CutReport>>>,
+) -> CutReport {
+    match bounded(what, held).await.expect("the cut task") {
+        Some(TickResult::Done(r)) => r,
+        other => panic!("{what} did not finish: {other:?}"),
+    }
+}
+
 pub(crate) async fn sweep(node: &Node) -> TickResult<()> {
     bounded("sweep", node.cadence.sweep_now())
         .await

@@ -164,15 +164,18 @@ impl Rig {
             .unwrap()
     }
 
-    /// The record ids of each record object, one set per object.
-    pub(crate) fn store_objects(&self) -> Vec<BTreeSet<RecordId>> {
-        use arrow_array::cast::AsArray;
-        use arrow_array::types::{UInt32Type, UInt64Type};
+    /// One set per object under `kind` (`records` or `audit`), of what `rows` reads from each
+    /// of its batches.
+    fn object_sets<T: Ord>(
+        &self,
+        kind: &str,
+        rows: impl Fn(&arrow_array::RecordBatch) -> Vec<T>,
+    ) -> Vec<BTreeSet<T>> {
         use object_store::ObjectStoreExt;
         let store = self.store.inner();
         let paths = self
             .rt
-            .block_on(ourios_sinks::list_objects(store, "", "records"))
+            .block_on(ourios_sinks::list_objects(store, "", kind))
             .unwrap();
         paths
             .iter()
@@ -180,34 +183,31 @@ impl Rig {
                 let bytes = self
                     .rt
                     .block_on(async { store.get(path).await.unwrap().bytes().await.unwrap() });
-                let reader =
-                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                        .unwrap()
-                        .build()
-                        .unwrap();
-                let mut ids = BTreeSet::new();
-                for batch in reader {
-                    let batch = batch.unwrap();
-                    let lsn = batch
-                        .column_by_name("record_lsn")
-                        .unwrap()
-                        .as_primitive::<UInt64Type>()
-                        .clone();
-                    let idx = batch
-                        .column_by_name("record_index")
-                        .unwrap()
-                        .as_primitive::<UInt32Type>()
-                        .clone();
-                    for i in 0..batch.num_rows() {
-                        ids.insert(RecordId {
-                            lsn: lsn.value(i),
-                            index: idx.value(i),
-                        });
-                    }
-                }
-                ids
+                parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+                    .unwrap()
+                    .build()
+                    .unwrap()
+                    .flat_map(|batch| rows(&batch.unwrap()))
+                    .collect()
             })
             .collect()
+    }
+
+    /// The record ids of each record object, one set per object.
+    pub(crate) fn store_objects(&self) -> Vec<BTreeSet<RecordId>> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{UInt32Type, UInt64Type};
+        self.object_sets("records", |batch| {
+            let column = |name| batch.column_by_name(name).unwrap();
+            let lsn = column("record_lsn").as_primitive::<UInt64Type>();
+            let index = column("record_index").as_primitive::<UInt32Type>();
+            (0..batch.num_rows())
+                .map(|i| RecordId {
+                    lsn: lsn.value(i),
+                    index: index.value(i),
+                })
+                .collect()
+        })
     }
 
     /// Objects whose every record is also in another object: the extra copies an ambiguous
@@ -220,36 +220,10 @@ impl Rig {
     pub(crate) fn audit_objects(&self) -> Vec<BTreeSet<u64>> {
         use arrow_array::cast::AsArray;
         use arrow_array::types::UInt64Type;
-        use object_store::ObjectStoreExt;
-        let store = self.store.inner();
-        let paths = self
-            .rt
-            .block_on(ourios_sinks::list_objects(store, "", "audit"))
-            .unwrap();
-        paths
-            .iter()
-            .map(|path| {
-                let bytes = self
-                    .rt
-                    .block_on(async { store.get(path).await.unwrap().bytes().await.unwrap() });
-                let reader =
-                    parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
-                        .unwrap()
-                        .build()
-                        .unwrap();
-                let mut seqs = BTreeSet::new();
-                for batch in reader {
-                    let batch = batch.unwrap();
-                    let col = batch
-                        .column_by_name("seq")
-                        .unwrap()
-                        .as_primitive::<UInt64Type>()
-                        .clone();
-                    seqs.extend(col.values().iter().copied());
-                }
-                seqs
-            })
-            .collect()
+        self.object_sets("audit", |batch| {
+            let seq = batch.column_by_name("seq").unwrap();
+            seq.as_primitive::<UInt64Type>().values().to_vec()
+        })
     }
 
     /// Audit objects whose every event is also in another object (see `extra_objects`).
