@@ -44,10 +44,6 @@ pub struct WriteVerdict {
     pub published_partitions: usize,
     /// Records written.
     pub published_records: usize,
-    /// Items whose put had started when their handle was dropped (possible duplicates). Zero on
-    /// every path that returns normally; an unwind counts them in the sinks' ambiguous-put
-    /// counter instead.
-    pub ambiguous: usize,
 }
 
 impl WriteVerdict {
@@ -131,11 +127,6 @@ impl PublishCoordinator {
         &self.inner.audit
     }
 
-    /// The barrier.
-    pub fn barrier(&self) -> &Arc<Barrier> {
-        &self.inner.barrier
-    }
-
     fn empty_drained(&self) -> SweepDrained {
         let audit: Arc<dyn RequeueTarget<AuditGroup>> = Arc::new(self.inner.audit.clone());
         let records: Arc<dyn RequeueTarget<Partition>> = Arc::new(self.inner.records.clone());
@@ -184,22 +175,24 @@ impl PublishCoordinator {
         let outcome = match drained.take_audit() {
             Some(mut batch) => {
                 let outcome = self.inner.audit.write_owned(&mut batch).await;
-                verdict.ambiguous += batch.finish().ambiguous;
+                // write_owned settles every group before it returns: nothing is left to requeue.
+                let _ = batch.finish();
                 outcome
             }
             None => AuditOutcome::default(),
         };
-        let (retained, failed) = self.apply_audit_outcome(&outcome, &mut verdict);
+        let retained = self.apply_audit_outcome(&outcome, &mut verdict);
 
         // Test hook: the point between the two consuming calls.
         fail::fail_point!("publisher::write_ordered::between");
-        // 2. Refuse the record publish of retained and terminal tenants: requeue (taken out of
-        //    `drained` by the requeue arm itself, so its Drop cannot requeue them twice).
+        // 2. Refuse the record publish of retained and terminal tenants (a permanent audit
+        //    failure made its tenant terminal just now): requeue, taken out of `drained` by the
+        //    requeue arm itself, so its Drop cannot requeue them twice. Tenant-wide: a
+        //    partition whose own events are durable waits too while its tenant's newer events
+        //    are retained.
         let records = &self.inner.records;
         drained.requeue_records_where(|p| {
-            retained.contains(&p.key.tenant)
-                || failed.contains(&p.key.tenant)
-                || records.is_terminal(&p.key.tenant)
+            retained.contains(&p.key.tenant) || records.is_terminal(&p.key.tenant)
         });
         for tenant in &retained {
             verdict.worsen(tenant, TenantVerdict::Requeued);
@@ -229,16 +222,15 @@ impl PublishCoordinator {
                 _ => verdict.worsen(tenant, TenantVerdict::Requeued),
             }
         }
-        if report.quarantined > 0 {
-            // Quarantined records are held until their `record_quarantined` events are durable;
-            // a tenant with held records is not durable in this drain.
-            for tenant in tenants.iter().map(|(_, t)| t).collect::<BTreeSet<_>>() {
-                if !records.quarantine_held_ids(tenant).is_empty() {
-                    verdict.worsen(tenant, TenantVerdict::Requeued);
-                }
+        // Quarantined records are held until their `record_quarantined` events are durable; a
+        // tenant with held records is not durable in this drain.
+        for tenant in tenants.iter().map(|(_, t)| t).collect::<BTreeSet<_>>() {
+            if !records.quarantine_held_ids(tenant).is_empty() {
+                verdict.worsen(tenant, TenantVerdict::Requeued);
             }
         }
-        verdict.ambiguous += batch.finish().ambiguous;
+        // publish_owned settles every partition before it returns.
+        let _ = batch.finish();
         verdict
     }
 
@@ -257,14 +249,13 @@ impl PublishCoordinator {
     }
 
     /// Applies a `write_owned` outcome: sets aside permanently failed tenants (terminal) and
-    /// returns (retained, failed) tenant sets.
+    /// returns the tenants whose events were retained (a transient failure).
     pub(crate) fn apply_audit_outcome(
         &self,
         outcome: &AuditOutcome,
         verdict: &mut WriteVerdict,
-    ) -> (BTreeSet<Tenant>, BTreeSet<Tenant>) {
+    ) -> BTreeSet<Tenant> {
         let mut retained = BTreeSet::new();
-        let mut failed = BTreeSet::new();
         for (tenant, result) in &outcome.tenants {
             match result {
                 TenantAudit::Durable => {}
@@ -275,11 +266,10 @@ impl PublishCoordinator {
                 }
                 TenantAudit::PermanentlyFailed { reason } => {
                     self.make_terminal(tenant, reason, verdict);
-                    failed.insert(tenant.clone());
                 }
             }
         }
-        (retained, failed)
+        retained
     }
 
     /// Writes whatever the audit buffer holds now (all non-terminal tenants), applying the
@@ -294,7 +284,7 @@ impl PublishCoordinator {
         let target: Arc<dyn RequeueTarget<AuditGroup>> = Arc::new(self.inner.audit.clone());
         let mut batch = RecoverableBatch::new(groups, target);
         let outcome = self.inner.audit.write_owned(&mut batch).await;
-        verdict.ambiguous += batch.finish().ambiguous;
+        let _ = batch.finish();
         self.apply_audit_outcome(&outcome, &mut verdict);
         verdict
     }

@@ -160,7 +160,8 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
 /// the buffers (completing the shares as parked, so quiesce returns and the verdict fails
 /// closed), and shutdown itself returned.
 /// Mutation check: in `send`, drop the item on a disconnected queue instead of `park(item)`
-/// and the records are missing from the buffer.
+/// and the records are missing from the buffer; cargo-mutants: `park` replaced with `()`
+/// (the item's own drop then requeues it, but nothing is counted as parked).
 #[test]
 fn publisher_enqueue_on_disconnected_queue_parks() {
     let mut rig = Rig::new();
@@ -168,7 +169,13 @@ fn publisher_enqueue_on_disconnected_queue_parks() {
     rig.coord.shutdown();
     let parts = detach_all(&rig);
     assert!(rig.buffered("a").is_empty());
-    enqueue_as_one_batch(&rig, parts);
+    let counters = crate::rig::Counters::new();
+    crate::rig::catching(&counters, || enqueue_as_one_batch(&rig, parts)).unwrap();
+    assert_eq!(
+        counters.counter(ourios_publisher::metrics::PUBLISHER_PARKED, None),
+        1,
+        "the partition was parked, not dropped"
+    );
     let (verdict, cut_epoch) = quiesce(&rig);
     assert!(
         !verdict.all_ok(cut_epoch),
@@ -180,4 +187,76 @@ fn publisher_enqueue_on_disconnected_queue_parks() {
         "the parked partition is back in the buffer"
     );
     assert!(!rig.coord.publisher_alive(), "no respawn after shutdown");
+}
+
+/// `ensure_publisher` starts a thread only when none is running: on a live publisher it keeps
+/// the generation, after the thread died it respawns it, and the spawns are counted by reason
+/// (`start`, then `respawn`).
+/// Mutation check (cargo-mutants): delete the `!` of the liveness test in `ensure_publisher`;
+/// `==` made `!=` in `spawn_locked`'s reason.
+#[test]
+fn ensure_publisher_respawns_only_a_dead_thread_and_counts_the_reason() {
+    let counters = crate::rig::Counters::new();
+    let result = crate::rig::catching(&counters, || {
+        let mut rig = Rig::new();
+        assert!(rig.coord.ensure_publisher());
+        let started = rig.coord.publisher_generation();
+        assert!(rig.coord.ensure_publisher());
+        assert_eq!(
+            rig.coord.publisher_generation(),
+            started,
+            "a live publisher is not replaced"
+        );
+        rig.append("a", 0, 1);
+        fail::cfg("publisher::thread::die", "1*panic").unwrap();
+        let parts = detach_all(&rig);
+        enqueue_as_one_batch(&rig, parts);
+        let _ = quiesce(&rig);
+        fail::remove("publisher::thread::die");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while rig.coord.publisher_alive() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the thread never ended"
+            );
+            std::thread::yield_now();
+        }
+        assert!(rig.coord.ensure_publisher());
+        assert!(rig.coord.publisher_alive());
+        assert_eq!(rig.coord.publisher_generation(), started + 1);
+        started
+    });
+    let started = result.expect("no panic escapes");
+    let spawns = ourios_publisher::metrics::PUBLISHER_SPAWNS;
+    assert_eq!(
+        counters.counter(spawns, Some(("reason", "start"))),
+        started,
+        "the first spawn is a start"
+    );
+    assert_eq!(counters.counter(spawns, Some(("reason", "respawn"))), 1);
+}
+
+/// `close` ends the publisher without joining it: `ensure_publisher` refuses from then on, the
+/// thread ends, and a later enqueue parks its partition back into the buffer.
+/// Mutation check (cargo-mutants): `PublishCoordinator::close` replaced with `()`.
+#[test]
+fn close_stops_the_publisher_and_later_enqueues_park() {
+    let mut rig = Rig::new();
+    assert!(rig.coord.ensure_publisher());
+    rig.coord.close();
+    assert!(!rig.coord.ensure_publisher(), "no start after close");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rig.coord.publisher_alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the closed thread never ended"
+        );
+        std::thread::yield_now();
+    }
+    let ids: BTreeSet<_> = rig.append("a", 0, 2).into_iter().collect();
+    let parts = detach_all(&rig);
+    enqueue_as_one_batch(&rig, parts);
+    let (verdict, cut_epoch) = quiesce(&rig);
+    assert!(!verdict.all_ok(cut_epoch));
+    assert_eq!(rig.buffered("a"), ids);
 }

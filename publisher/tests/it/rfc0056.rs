@@ -274,3 +274,105 @@ fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
         "the terminal tenant's records stay buffered"
     );
 }
+
+/// The verdict of a healthy write: every tenant durable (`all_durable`), and the partitions
+/// and records written counted.
+/// Mutation check (cargo-mutants): `WriteVerdict::all_durable` replaced with a constant or its
+/// `==` made `!=`; `+=` made `*=` on `published_partitions` or `published_records`.
+#[test]
+fn healthy_write_is_all_durable_and_counts_what_it_wrote() {
+    let mut rig = Rig::new();
+    rig.append("a", 0, 3);
+    rig.append("a", 1, 2);
+    rig.append("b", 0, 4);
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    assert!(verdict.all_durable(), "{verdict:?}");
+    assert_eq!(
+        (verdict.published_partitions, verdict.published_records),
+        (3, 9)
+    );
+}
+
+/// A retained audit write (transient) holds back its tenant's whole record publish, even a
+/// partition whose own events were durable before: `a`'s first frame is published with its
+/// event; then a second frame that depends only on that durable event is buffered beside a
+/// new event whose put fails transiently. The second frame is requeued, not published, and
+/// the verdict says `a` is not durable (`all_durable` false); once the store recovers both
+/// publish.
+/// Mutation check (cargo-mutants): `||` made `&&` in `write_ordered`'s refusal predicate (the
+/// I3 check in `publish_owned` alone would let the second frame through).
+#[test]
+fn retained_audit_holds_back_the_whole_tenant() {
+    let mut rig = Rig::new();
+    let first = rig.append("a", 0, 2);
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    assert!(verdict.all_durable());
+    let durable_event = rig.watermark_of(first[0].lsn);
+
+    let second: Vec<_> = (0..2)
+        .map(|i| {
+            let r = crate::rig::record("a", 50, i, T0, durable_event);
+            let id = r.id;
+            let _ = rig.records.append(r);
+            id
+        })
+        .collect();
+    let _newer = rig.emit_event("a", 7);
+    rig.store
+        .on_prefix("audit/tenant=a", Fault::Transient, Some(1));
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    assert!(!verdict.all_durable(), "{verdict:?}");
+    assert!(matches!(
+        verdict.tenants.get(&Tenant::new("a")),
+        Some(TenantVerdict::Requeued)
+    ));
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(
+        second.iter().all(|id| !store.contains(id)),
+        "published early"
+    );
+    assert_eq!(
+        rig.buffered("a"),
+        second.iter().copied().collect::<BTreeSet<_>>()
+    );
+    rig.publish_all();
+    let store: BTreeSet<_> = rig.store_ids().into_iter().collect();
+    assert!(second.iter().all(|id| store.contains(id)));
+}
+
+/// A record the encoder rejects (an observed time past the nanosecond range) is quarantined by
+/// `publish_owned` and held until its `record_quarantined` event is durable: the rest of the
+/// partition publishes, and the tenant is not durable in that write. The next write makes
+/// the event durable and the tenant durable.
+/// Mutation check (cargo-mutants): delete the `!` before `quarantine_held_ids(..).is_empty()`
+/// in `write_ordered`.
+#[test]
+fn quarantined_record_keeps_its_tenant_not_durable_while_held() {
+    let mut rig = Rig::new();
+    let good = rig.append("a", 0, 3);
+    let wm = rig.watermark_of(good[0].lsn);
+    let mut poisoned = crate::rig::record("a", good[0].lsn, 3, T0, wm);
+    poisoned.observed_time_unix_nano = u64::MAX;
+    let _ = rig.records.append(poisoned);
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    assert_eq!(verdict.published_records, 3, "{verdict:?}");
+    assert!(!verdict.is_durable(&Tenant::new("a")), "{verdict:?}");
+    assert_eq!(rig.records.quarantine_held_ids(&Tenant::new("a")).len(), 1);
+    let mut drained = rig.coord.drain_all();
+    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
+    drop(drained);
+    assert!(verdict.all_durable(), "{verdict:?}");
+    assert!(
+        rig.records
+            .quarantine_held_ids(&Tenant::new("a"))
+            .is_empty()
+    );
+}
