@@ -30,7 +30,7 @@ fn parse(args: &[String]) -> Result<Options> {
     let mut o = Options {
         crates: Vec::new(),
         min_percent: 90.0,
-        timeout_secs: 60,
+        timeout_secs: 30,
         shard: None,
     };
     let mut it = args.iter();

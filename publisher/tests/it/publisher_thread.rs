@@ -201,6 +201,12 @@ fn ensure_publisher_respawns_only_a_dead_thread_and_counts_the_reason() {
         let mut rig = Rig::new();
         assert!(rig.coord.ensure_publisher());
         let started = rig.coord.publisher_generation();
+        let spawns = ourios_publisher::metrics::PUBLISHER_SPAWNS;
+        assert_eq!(
+            counters.counter(spawns, Some(("reason", "respawn"))),
+            0,
+            "the first spawn is a start, not a respawn"
+        );
         assert!(rig.coord.ensure_publisher());
         assert_eq!(
             rig.coord.publisher_generation(),
