@@ -53,6 +53,23 @@ impl Fixture {
         }
     }
 
+    /// A `Drained` over this fixture's buffers, holding nothing yet.
+    fn drained(&self) -> Drained<u32, u32, Guard> {
+        Drained::new(
+            Guard(self.journal.clone()),
+            self.audit.clone(),
+            self.records.clone(),
+        )
+    }
+
+    /// Moves everything buffered into `drained`, as both takes would.
+    fn take_all(&self, drained: &mut Drained<u32, u32, Guard>) {
+        drained.put_audit(std::mem::take(&mut *lock(&self.audit.items)));
+        drained
+            .record_slot()
+            .extend(std::mem::take(&mut *lock(&self.records.items)));
+    }
+
     fn stored(&self, sink: &str) -> Vec<u32> {
         let mut v: Vec<u32> = self
             .journal
@@ -76,11 +93,7 @@ fn publish_step(fx: &Fixture, point: Point, transient_first_record: bool) {
             inject(&format!("{p:?}"));
         }
     };
-    let mut drained = Drained::new(
-        Guard(fx.journal.clone()),
-        fx.audit.clone(),
-        fx.records.clone(),
-    );
+    let mut drained = fx.drained();
     // Take 1: the audit take moves its batch in on return.
     let audit = std::mem::take(&mut *lock(&fx.audit.items));
     drained.put_audit(audit);
@@ -362,15 +375,8 @@ fn rfc0054_u4_transient_first_then_panic_third_leaves_first_requeued() {
 fn rfc0054_mech_requeue_arms_take_what_they_requeue_nothing_twice() {
     let fx = Fixture::new();
     {
-        let mut drained = Drained::new(
-            Guard(fx.journal.clone()),
-            fx.audit.clone(),
-            fx.records.clone(),
-        );
-        drained.put_audit(std::mem::take(&mut *lock(&fx.audit.items)));
-        drained
-            .record_slot()
-            .extend(std::mem::take(&mut *lock(&fx.records.items)));
+        let mut drained = fx.drained();
+        fx.take_all(&mut drained);
         // The audit-failure arm: audit back, then the records it guards.
         assert_eq!(drained.requeue_audit(), 3);
         assert_eq!(drained.requeue_records_where(|id| id % 2 == 0), 2);
@@ -433,11 +439,7 @@ fn rfc0054_mech_take_records_where_panicking_predicate_strands_nothing() {
 #[test]
 fn drained_reports_what_it_holds_and_empty_arms_call_no_target() {
     let fx = Fixture::new();
-    let mut drained = Drained::new(
-        Guard(fx.journal.clone()),
-        fx.audit.clone(),
-        fx.records.clone(),
-    );
+    let mut drained = fx.drained();
     assert!(drained.is_empty());
     assert_eq!(drained.requeue_audit(), 0);
     assert_eq!(drained.requeue_records_where(|_| true), 0);
@@ -466,15 +468,8 @@ fn drained_reports_what_it_holds_and_empty_arms_call_no_target() {
 #[test]
 fn drained_finish_requeues_held_audit_then_records_and_returns_the_guard() {
     let fx = Fixture::new();
-    let mut drained = Drained::new(
-        Guard(fx.journal.clone()),
-        fx.audit.clone(),
-        fx.records.clone(),
-    );
-    drained.put_audit(std::mem::take(&mut *lock(&fx.audit.items)));
-    drained
-        .record_slot()
-        .extend(std::mem::take(&mut *lock(&fx.records.items)));
+    let mut drained = fx.drained();
+    fx.take_all(&mut drained);
     let guard = drained.finish();
     assert_eq!(
         fx.journal.events(),
@@ -489,11 +484,7 @@ fn drained_finish_requeues_held_audit_then_records_and_returns_the_guard() {
     assert_eq!(fx.records.sorted(), RECORDS.to_vec());
 
     let fx = Fixture::new();
-    let mut drained = Drained::new(
-        Guard(fx.journal.clone()),
-        fx.audit.clone(),
-        fx.records.clone(),
-    );
+    let mut drained = fx.drained();
     drained.put_audit(Vec::new());
     drop(drained.finish());
     assert_eq!(fx.journal.events(), vec![Event::GuardReleased]);
