@@ -144,7 +144,7 @@ impl fmt::Debug for BatchGuard {
 /// tagged with the epoch current when it entered
 /// ([`Barrier::enter_publish`](crate::Barrier::enter_publish)). `quiesce_publishes` waits for it.
 ///
-/// End it with [`complete`](Self::complete) (or [`ok`](Self::ok) / [`fail`](Self::fail)). A
+/// End it with [`complete`](Self::complete) or [`ok`](Self::ok). A
 /// guard dropped by a panic reports its epoch to the latch and settles as panicked; a guard
 /// dropped without an outcome outside a panic settles as failed (fail closed).
 #[must_use = "dropping a PublishGuard without an outcome settles it as failed"]
