@@ -62,6 +62,14 @@ fn parse(args: &[String]) -> Result<Options> {
     Ok(o)
 }
 
+/// Whether `cargo mutants` runs here.
+fn installed() -> bool {
+    Command::new("cargo")
+        .args(["mutants", "--version"])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
 /// One crate's tally, read from cargo-mutants' `outcomes.json`.
 #[derive(Debug)]
 struct Score {
@@ -108,12 +116,8 @@ fn read_score(outcomes: &Path) -> Result<Score> {
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
-    let available = Command::new("cargo")
-        .args(["mutants", "--version"])
-        .output()
-        .is_ok_and(|out| out.status.success());
     ensure!(
-        available,
+        installed(),
         "cargo-mutants is not installed (`cargo install --locked cargo-mutants`)"
     );
     let mut lines = Vec::new();
@@ -199,11 +203,7 @@ const CI_SHARDS: u32 = 4;
 /// it and requires the step (`OURIOS_REQUIRE_MUTANTS=1`), elsewhere a missing tool is a notice.
 pub(crate) fn in_ci(root: &Path) -> Result<()> {
     let required = std::env::var_os("OURIOS_REQUIRE_MUTANTS").is_some_and(|v| v != "0");
-    let available = Command::new("cargo")
-        .args(["mutants", "--version"])
-        .output()
-        .is_ok_and(|out| out.status.success());
-    if !available && !required {
+    if !installed() && !required {
         println!(
             "mutants: NOT RUN: cargo-mutants is not installed here (CI installs it and requires \
              this step; `cargo install --locked cargo-mutants`)"

@@ -199,6 +199,13 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
     }
 }
 
+/// One encode worker, and a partition target of one byte: every record detaches its own
+/// partition at append.
+fn worker_detaching_every_record(args: &mut ourios_node::ServeArgs) {
+    args.encode_workers = Some(1);
+    args.partition_target_bytes = Some(1);
+}
+
 /// U.7's fallback branch, positively: `submit` finds the pool disconnected (failpoint), so the
 /// records go into the buffers through `buffer_only`; the request is still acknowledged, the
 /// fallback is counted on `ourios.ingest.encode_fallback`, nothing is published before a
@@ -211,14 +218,7 @@ async fn rfc0054_u7_submit_on_a_disconnected_pool_buffers_and_acknowledges() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(
-        config(dir.path(), |a| {
-            a.encode_workers = Some(1);
-            a.partition_target_bytes = Some(1);
-        }),
-        &store,
-    )
-    .await;
+    let node = start(config(dir.path(), worker_detaching_every_record), &store).await;
     let fallbacks = metric(&node, ourios_node::metrics::INGEST_ENCODE_FALLBACK, &[]).await;
     fail::cfg("node::pool::disconnected", "return").unwrap();
     let (status, body) = post_logs(&node, "t", &request(&lines(6, 1))).await;
@@ -258,14 +258,7 @@ async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_g
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(
-        config(dir.path(), |a| {
-            a.encode_workers = Some(1);
-            a.partition_target_bytes = Some(1);
-        }),
-        &store,
-    )
-    .await;
+    let node = start(config(dir.path(), worker_detaching_every_record), &store).await;
     let barrier = node.core.barrier();
     let respawns = metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await;
 

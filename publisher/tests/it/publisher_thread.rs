@@ -34,6 +34,15 @@ fn quiesce(rig: &Rig) -> (ourios_barrier::Verdict, u32) {
     (rig.barrier.quiesce_publishes(&cut), cut.epoch())
 }
 
+/// Waits (at most 30 s, else fails with `why`) until the publisher thread has ended.
+fn wait_until_thread_ended(rig: &Rig, why: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while rig.coord.publisher_alive() {
+        assert!(std::time::Instant::now() < deadline, "{why}");
+        std::thread::yield_now();
+    }
+}
+
 fn ids_of(parts: &[Partition]) -> Vec<BTreeSet<RecordId>> {
     parts
         .iter()
@@ -132,14 +141,7 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
     // its unwind, just before its receiver goes. Wait (bounded) for the thread to be gone:
     // until then a send can still enter the dying queue (the item is then dropped with it and
     // requeues itself, but nothing respawns).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while rig.coord.publisher_alive() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the killed publisher thread never ended"
-        );
-        std::thread::yield_now();
-    }
+    wait_until_thread_ended(&rig, "the killed publisher thread never ended");
     // The next detach finds the queue disconnected: it parks and respawns.
     rig.append("a", 5, 2);
     let parts = detach_all(&rig);
@@ -219,14 +221,7 @@ fn ensure_publisher_respawns_only_a_dead_thread_and_counts_the_reason() {
         enqueue_as_one_batch(&rig, parts);
         let _ = quiesce(&rig);
         fail::remove("publisher::thread::die");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while rig.coord.publisher_alive() {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the thread never ended"
-            );
-            std::thread::yield_now();
-        }
+        wait_until_thread_ended(&rig, "the thread never ended");
         assert!(rig.coord.ensure_publisher());
         assert!(rig.coord.publisher_alive());
         assert_eq!(rig.coord.publisher_generation(), started + 1);
@@ -251,14 +246,7 @@ fn close_stops_the_publisher_and_later_enqueues_park() {
     assert!(rig.coord.ensure_publisher());
     rig.coord.close();
     assert!(!rig.coord.ensure_publisher(), "no start after close");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while rig.coord.publisher_alive() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the closed thread never ended"
-        );
-        std::thread::yield_now();
-    }
+    wait_until_thread_ended(&rig, "the closed thread never ended");
     let ids: BTreeSet<_> = rig.append("a", 0, 2).into_iter().collect();
     let parts = detach_all(&rig);
     enqueue_as_one_batch(&rig, parts);

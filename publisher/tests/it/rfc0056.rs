@@ -15,9 +15,7 @@ fn assert_terminal_path(
     bad_ids: &[ourios_sinks::RecordId],
     good_ids: &[ourios_sinks::RecordId],
 ) {
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
 
     let bad_t = Tenant::new(bad);
     assert!(
@@ -177,9 +175,7 @@ fn permanent_record_put_failure_makes_the_tenant_terminal() {
     let good_ids = rig.append("good", 0, 4);
     rig.store
         .on_prefix("records/tenant=bad", Fault::Permanent, None);
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     let bad = Tenant::new("bad");
     assert!(
         matches!(
@@ -234,9 +230,7 @@ fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
     assert!(detached.is_empty());
     rig.store
         .on_prefix("audit/tenant=bad", Fault::Permanent, None);
-    let mut drained = rig.coord.drain_all();
-    let _ = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let _ = rig.write_all_once();
     let bad = Tenant::new("bad");
     assert!(rig.records.is_terminal(&bad));
     rig.store.clear_faults();
@@ -285,9 +279,7 @@ fn healthy_write_is_all_durable_and_counts_what_it_wrote() {
     rig.append("a", 0, 3);
     rig.append("a", 1, 2);
     rig.append("b", 0, 4);
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     assert!(verdict.all_durable(), "{verdict:?}");
     assert_eq!(
         (verdict.published_partitions, verdict.published_records),
@@ -307,9 +299,7 @@ fn healthy_write_is_all_durable_and_counts_what_it_wrote() {
 fn retained_audit_holds_back_the_whole_tenant() {
     let mut rig = Rig::new();
     let first = rig.append("a", 0, 2);
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     assert!(verdict.all_durable());
     let durable_event = rig.watermark_of(first[0].lsn);
 
@@ -324,9 +314,7 @@ fn retained_audit_holds_back_the_whole_tenant() {
     let _newer = rig.emit_event("a", 7);
     rig.store
         .on_prefix("audit/tenant=a", Fault::Transient, Some(1));
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     assert!(!verdict.all_durable(), "{verdict:?}");
     assert!(matches!(
         verdict.tenants.get(&Tenant::new("a")),
@@ -360,15 +348,11 @@ fn quarantined_record_keeps_its_tenant_not_durable_while_held() {
     let mut poisoned = crate::rig::record("a", good[0].lsn, 3, T0, wm);
     poisoned.observed_time_unix_nano = u64::MAX;
     let _ = rig.records.append(poisoned);
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     assert_eq!(verdict.published_records, 3, "{verdict:?}");
     assert!(!verdict.is_durable(&Tenant::new("a")), "{verdict:?}");
     assert_eq!(rig.records.quarantine_held_ids(&Tenant::new("a")).len(), 1);
-    let mut drained = rig.coord.drain_all();
-    let verdict = rig.rt.block_on(rig.coord.write_ordered(&mut drained));
-    drop(drained);
+    let verdict = rig.write_all_once();
     assert!(verdict.all_durable(), "{verdict:?}");
     assert!(
         rig.records

@@ -257,6 +257,12 @@ impl Rig {
             .collect()
     }
 
+    /// One cut's write: drains everything and writes it in order once; returns the verdict.
+    pub(crate) fn write_all_once(&self) -> ourios_publisher::WriteVerdict {
+        let mut drained = self.coord.drain_all();
+        self.rt.block_on(self.coord.write_ordered(&mut drained))
+    }
+
     /// Drains everything and writes it until nothing is buffered (a healthy store), as later
     /// healthy barriers would.
     pub(crate) fn publish_all(&self) {
