@@ -84,6 +84,8 @@ pub struct Core {
     /// New tenants are refused past this many (recovered tenants count, and are never refused).
     pub(crate) max_tenants: usize,
     pub(crate) shutting_down: std::sync::atomic::AtomicBool,
+    /// Appends publish intents and tracks the intent horizon (RFC 0058).
+    pub(crate) sealer: Arc<crate::intents::WalSealer>,
 }
 
 /// What a cut did.
@@ -150,6 +152,11 @@ impl Core {
         let started = Instant::now();
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(IngestError::ShuttingDown);
+        }
+        if tenant == crate::intents::INTENT_TENANT {
+            return Err(IngestError::InvalidTenant(format!(
+                "tenant `{tenant}` is reserved for the node's publish intents"
+            )));
         }
         if self.is_terminal(tenant) {
             return Err(IngestError::TenantTerminal {
@@ -445,6 +452,10 @@ impl Core {
             }
         }
 
+        // 3b. Move the intent horizon past every intent whose records are now all at or below
+        //     their tenants' frontiers (RFC 0058), after those frontiers are durable.
+        self.stamp_intent_horizon().await;
+
         // 4. Clear the latch only when this cut stamped having drained everything it covers.
         if prior_ok
             && cut_ok
@@ -475,6 +486,35 @@ impl Core {
         }
         drop(cut);
         report
+    }
+
+    /// Stamps the intent tenant's frontier (and an empty snapshot at the same lsn, so
+    /// truncation, which needs both, may pass it) at the horizon the sealer computes.
+    async fn stamp_intent_horizon(&self) {
+        let tenant = crate::intents::intent_tenant();
+        let wal = &self.wal;
+        let horizon = self
+            .sealer
+            .horizon(|t| TenantId::new(t).map_or(0, |t| wal.marks(&t).frontier.0));
+        ::metrics::gauge!(metrics::INTENTS_LIVE).set(self.sealer.live_intents() as f64);
+        let Some(horizon) = horizon else { return };
+        if horizon <= wal.marks(&tenant).frontier {
+            return;
+        }
+        let wal = Arc::clone(&self.wal);
+        let stamped = tokio::task::spawn_blocking(move || {
+            wal.stamp(&[Stamp {
+                tenant: &tenant,
+                frontier: horizon,
+                snapshot: Some(&[]),
+            }])
+        })
+        .await;
+        if let Ok(Err(e)) = stamped {
+            ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp")
+                .increment(1);
+            eprintln!("ourios: stamping the intent horizon failed: {e}");
+        }
     }
 
     pub(crate) fn export_barrier_state(&self) {

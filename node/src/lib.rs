@@ -11,6 +11,7 @@
 pub mod cadence;
 pub mod config;
 mod core;
+mod intents;
 pub mod metrics;
 pub mod otlp;
 mod pool;
@@ -27,13 +28,14 @@ use ourios_barrier::Barrier;
 use ourios_miner::{Clock, MinerCluster, MinerConfig, SystemClock};
 use ourios_publisher::{PublishCoordinator, PublisherConfig};
 use ourios_sinks::{AuditSinkConfig, RecordSinkConfig, SharedParquetAuditSink, SharedParquetSink};
-use ourios_wal::{ReplayMode, Wal, WalConfig};
+use ourios_wal::{ReplayMode, TenantId, Wal, WalConfig};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use crate::cadence::{Cadence, TickResult};
 pub use crate::config::{Config, ServeArgs};
 pub use crate::core::{Core, CutReport, IngestError};
+pub use crate::intents::INTENT_TENANT;
 pub use crate::server::TENANT_HEADER;
 
 /// Hooks for embedding and tests: everything defaults to what `serve` uses.
@@ -67,6 +69,15 @@ pub struct Recovery {
     pub torn_tail: bool,
     /// Cuts run while recovering and right after it (each stamps what replay made durable).
     pub cuts: u64,
+    /// Publish intents above the horizon whose unit had landed: their replayed records are
+    /// dropped (RFC 0058).
+    pub intents_landed: u64,
+    /// Publish intents above the horizon whose unit is rebuilt from replayed records and put
+    /// again under its key (create-only: a copy that landed is found, not written twice).
+    pub intents_resealed: u64,
+    /// Records replayed that no intent names, from a WAL that never held an intent: a node of
+    /// an earlier release may have put them (RFC 0058 §Upgrade), so they may be duplicates.
+    pub pre_intent_records: u64,
 }
 
 /// A running node.
@@ -147,6 +158,7 @@ impl Node {
             .await?
             .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
         let wal = Arc::new(wal);
+        let sealer = Arc::new(intents::WalSealer::new(Arc::clone(&wal)));
 
         let barrier = Arc::new(Barrier::new());
         let seq_base = seqs::reserve(&config.data_dir)?;
@@ -167,7 +179,8 @@ impl Node {
                 ..RecordSinkConfig::default()
             },
         )
-        .with_epoch_source(Arc::new(move || b.barrier_epoch()));
+        .with_epoch_source(Arc::new(move || b.barrier_epoch()))
+        .with_sealer(Arc::clone(&sealer) as Arc<dyn ourios_sinks::Sealer>);
         let coordinator = PublishCoordinator::new(
             records.clone(),
             Arc::clone(&barrier),
@@ -198,6 +211,7 @@ impl Node {
             tenants: Mutex::new(Default::default()),
             max_tenants: config.max_tenants,
             shutting_down: AtomicBool::new(false),
+            sealer,
         });
 
         let c = Arc::clone(&core);
@@ -219,6 +233,8 @@ impl Node {
             }
         };
         recovery.torn_tail = opened.torn_tail.is_some();
+        // Replayed records may still be in the encode pool's queue: the routing of pass 1 stays
+        // in force until the cut below has quiesced every encode batch replay submitted.
         // Stamp what recovery republished now, not at the next barrier: a node that crashes
         // again before then would replay all of it once more.
         if recovery.mined > 0 {
@@ -232,6 +248,10 @@ impl Node {
                 );
             }
         }
+        // Every replayed record has reached the sink (the cut quiesced the encodes, and with
+        // nothing mined there is nothing in flight). Units still incomplete (a frame whose
+        // mining panicked) stay in the floor until a restart rebuilds them.
+        core.records.recovery_done();
 
         let (stop, stop_rx) = watch::channel(false);
         let (sweep_tx, sweep_rx) = mpsc::channel(4);
@@ -323,7 +343,43 @@ fn recover(core: &Arc<Core>, cut_every: u64) -> anyhow::Result<Recovery> {
     let mut recovery = Recovery::default();
     let runtime = tokio::runtime::Handle::current();
     let mut regenerating: Vec<Arc<crate::core::TenantState>> = Vec::new();
+    let intent_tenant = intents::intent_tenant();
+    let mut any_intent = core.wal.marks(&intent_tenant) != ourios_wal::Marks::default();
+    // Pass 1 (RFC 0058): every intent above the horizon, before anything is mined, tells the
+    // sink which replayed records rebuild which sealed unit and which are in the store already.
+    for frame in core.wal.replay() {
+        let frame = frame.context("reading the WAL's publish intents")?;
+        if frame.tenant != intent_tenant {
+            continue;
+        }
+        any_intent = true;
+        if frame.mode != ReplayMode::Normal {
+            continue;
+        }
+        let intent = ourios_sinks::Intent::decode(frame.payload())
+            .with_context(|| format!("publish intent at lsn {}", frame.lsn.0))?;
+        let frontier = TenantId::new(intent.tenant.as_str())
+            .map(|t| core.wal.marks(&t).frontier.0)
+            .unwrap_or(0);
+        // A unit is counted in its tenant's floor from before it is sealed until its put
+        // settles: a frontier at or past any of its records means it landed.
+        if intent.min_lsn() <= frontier {
+            core.records.drop_landed(&intent);
+            recovery.intents_landed += 1;
+        } else {
+            core.records.expect_sealed(&intent);
+            recovery.intents_resealed += 1;
+        }
+        core.sealer.remember(frame.lsn, &intent);
+    }
+    ::metrics::counter!(metrics::RECOVERY_INTENTS, "outcome" => "landed")
+        .increment(recovery.intents_landed);
+    ::metrics::counter!(metrics::RECOVERY_INTENTS, "outcome" => "resealed")
+        .increment(recovery.intents_resealed);
     for (tenant, marks) in core.wal.all_marks() {
+        if tenant == intent_tenant {
+            continue;
+        }
         let state = core.tenant(tenant.as_str());
         state
             .mined_through
@@ -358,6 +414,9 @@ fn recover(core: &Arc<Core>, cut_every: u64) -> anyhow::Result<Recovery> {
             ::metrics::counter!(metrics::RECOVERY_CUTS).increment(1);
             since_cut = 0;
         }
+        if frame.tenant == intent_tenant {
+            continue; // read by pass 1
+        }
         since_cut += frame.payload().len() as u64;
         let tenant = frame.tenant.as_str().to_owned();
         let label = match frame.mode {
@@ -385,13 +444,16 @@ fn recover(core: &Arc<Core>, cut_every: u64) -> anyhow::Result<Recovery> {
             _ => {
                 let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
                 let lsn = frame.lsn;
-                // Above the frontier: the store may hold these records already (the crash came
-                // after their put and before the stamp).
-                ::metrics::counter!(
-                    ourios_sinks::metrics::SINK_DUPLICATES,
-                    "cause" => "crash_replay"
-                )
-                .increment(lines.len() as u64);
+                // Above the frontier. Records an intent names were routed by pass 1; the rest
+                // were never put, unless a node of an earlier release (no intents) put them.
+                if !any_intent {
+                    recovery.pre_intent_records += lines.len() as u64;
+                    ::metrics::counter!(
+                        ourios_sinks::metrics::SINK_DUPLICATES,
+                        "cause" => "pre_intent_replay"
+                    )
+                    .increment(lines.len() as u64);
+                }
                 // A miner panic here is held and counted like one on the live path.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     core.mine_batch_ordered(&tenant, &state, lsn, &lines);

@@ -37,3 +37,8 @@ pub const TENANTS_REFUSED: &str = "ourios.ingest.tenants_refused";
 pub const TEMPLATE_OVERFLOW: &str = "ourios.miner.template_overflow";
 /// Counter: cuts run by recovery (every `RECOVERY_CUT_BYTES` replayed, and once after it).
 pub const RECOVERY_CUTS: &str = "ourios.recovery.cuts";
+/// Counter: publish intents recovery read above the horizon, label `outcome` (`landed`: their
+/// replayed records are dropped; `resealed`: their unit is rebuilt and put again under its key).
+pub const RECOVERY_INTENTS: &str = "ourios.recovery.intents";
+/// Gauge: publish intents above the horizon (naming records above their tenant's frontier).
+pub const INTENTS_LIVE: &str = "ourios.wal.intents_live";

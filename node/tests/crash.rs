@@ -1,6 +1,6 @@
 //! Crash test (issue 8, DESIGN.md §10, invariant I1): SIGKILL the real `ourios-node` binary
 //! while it ingests and publishes, restart it on the same data directory, and check that every
-//! acknowledged log line is in the store at least once.
+//! acknowledged log line is in the store exactly once.
 //!
 //! Its own test binary: it drives child processes over real sockets and takes most of a minute,
 //! so it stays out of the `it` suite. The kill moments come from a seeded xorshift; set
@@ -89,6 +89,26 @@ impl NodeProc {
     /// Starts the node on `data` and returns once it printed its listening address (the
     /// listener is bound and recovery finished before that line is written).
     fn start(data: &Path, extra: &[String]) -> NodeProc {
+        let (mut node, rx) = NodeProc::spawn(data, extra);
+        match rx.recv_timeout(GUARD) {
+            Ok(addr) => node.addr = addr,
+            Err(_) => {
+                let status = node.kill();
+                panic!(
+                    "ourios-node did not start ({status:?}) with {extra:?}; stderr:\n{}",
+                    node.log_text()
+                );
+            }
+        }
+        let (status, _) = http(node.addr, "GET", "/healthz", &[], b"")
+            .unwrap_or_else(|e| panic!("GET /healthz failed: {e}\n{}", node.log_text()));
+        assert_eq!(status, 200, "GET /healthz");
+        node
+    }
+
+    /// Starts the node on `data` without waiting for it: the receiver gets its listening
+    /// address once recovery finished.
+    fn spawn(data: &Path, extra: &[String]) -> (NodeProc, mpsc::Receiver<SocketAddr>) {
         let mut child = Command::new(node_binary())
             .arg("serve")
             .arg("--data-dir")
@@ -124,26 +144,13 @@ impl NodeProc {
                     .push(line);
             }
         });
-        let mut node = NodeProc {
+        let node = NodeProc {
             child: Some(child),
             addr: "127.0.0.1:0".parse().expect("literal"),
             log,
             stderr: Some(reader),
         };
-        match rx.recv_timeout(GUARD) {
-            Ok(addr) => node.addr = addr,
-            Err(_) => {
-                let status = node.kill();
-                panic!(
-                    "ourios-node did not start ({status:?}) with {extra:?}; stderr:\n{}",
-                    node.log_text()
-                );
-            }
-        }
-        let (status, _) = http(node.addr, "GET", "/healthz", &[], b"")
-            .unwrap_or_else(|e| panic!("GET /healthz failed: {e}\n{}", node.log_text()));
-        assert_eq!(status, 200, "GET /healthz");
-        node
+        (node, rx)
     }
 
     fn log_text(&self) -> String {
@@ -647,12 +654,17 @@ fn read_store(data: &Path) -> StoreContents {
 /// torn frame to the newest segment (header with a short body, half a header, zeros) and the
 /// next start must report it healed. Every fourth round damages or deletes the snapshots the
 /// kill left, and every fifth restarts under another `--similarity`, so miners start empty
-/// while the store already holds their keys. A last start recovers and SIGTERM runs the final
-/// cut. Then every line whose request got a `200` must be in the store at least once (found by
-/// its key attribute) with the body that was sent, rebuilt from the text its template key names
-/// in the audit series; a record whose key has no definition in the store breaks I3, and a key
-/// naming two texts is a conflict.
-/// Duplicates are allowed (I2) and reported.
+/// while the store already holds their keys. Every third round also starts the node once and
+/// kills it within 400 ms, while it recovers (replaying, cutting, rebuilding sealed units) or
+/// just after. A last start recovers and SIGTERM runs the final cut. Then every line whose
+/// request got a `200` must be in the store exactly once (found by its key attribute; RFC
+/// 0058) with the body that was sent, rebuilt from the text its template key names in the
+/// audit series; a record whose key has no definition in the store breaks I3, and a key naming
+/// two texts is a conflict.
+///
+/// Mutation check for exactly once: in `recover` (lib.rs), skip pass 1 (`continue` on every
+/// intent frame) and the units that landed before a kill are published again under new keys:
+/// the final assertion reports duplicated lines.
 ///
 /// Mutation check: in `recover` (lib.rs), treat `ReplayMode::Normal` frames like `Skipped`
 /// (`continue` before decoding): lines acked and buffered but not yet published at a kill are
@@ -691,6 +703,7 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
     let chaos = chaos_secs().map(Duration::from_secs);
     let mut recovered_per_restart: Vec<u64> = Vec::new();
     let mut rounds = 0u64;
+    let mut recovery_kills = 0u64;
     for round in 0.. {
         match chaos {
             Some(secs) if started.elapsed() >= secs => break,
@@ -699,6 +712,25 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         }
         rounds += 1;
         let flags = round_flags(round, &mut rng);
+        if round % 3 == 0 && round > 0 && torn_last_round.is_none() {
+            // (Not after a round that tore the tail: the main start must be the one to heal it.)
+            // A kill while the node recovers (or just after): replay, its cuts and the
+            // intents it rebuilds are cut short, and the next start must pick up from there.
+            let (mut early, started) = NodeProc::spawn(data, &flags);
+            thread::sleep(Duration::from_millis(rng.below(400)));
+            let listening = started.try_recv().is_ok();
+            let status = early.kill();
+            assert!(
+                status.is_some_and(|s| s.signal() == Some(9) || s.success()),
+                "round {round}: the node failed while recovering ({status:?}); stderr:\n{}",
+                early.log_text()
+            );
+            recovery_kills += 1;
+            eprintln!(
+                "crash: round {round:>2}: killed while {}",
+                if listening { "serving" } else { "recovering" }
+            );
+        }
         let round_started = Instant::now();
         let mut node = NodeProc::start(data, &flags);
         let startup = round_started.elapsed();
@@ -841,11 +873,12 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
     let stored: usize = copies.values().map(Vec::len).sum();
     let objects = count_files(&data.join("store"));
     eprintln!(
-        "crash: {rounds} kills and the check in {:.1?} (reading the store {reading:.1?}): \
-         {sent} requests sent, {} acked ({lines} lines); the store holds {stored} records in \
-         {objects} objects; {} acked lines lost; {duplicated} acked lines duplicated \
-         ({extra_copies} extra copies, cause crash_replay or an ambiguous put); {torn_tails} torn \
+        "crash: {} kills ({recovery_kills} of them 0-400 ms after a start) and the check in \
+         {:.1?} (reading the store {reading:.1?}): {sent} requests sent, {} acked ({lines} \
+         lines); the store holds {stored} records in {objects} objects; {} acked lines lost; \
+         {duplicated} acked lines duplicated ({extra_copies} extra copies); {torn_tails} torn \
          tails healed; last recovery replayed {recovered} frames",
+        rounds + recovery_kills,
         started.elapsed(),
         acked.len(),
         missing.len(),
@@ -858,6 +891,12 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
             "I1: {} of {lines} acknowledged lines are not in the store, e.g. {:?}",
             missing.len(),
             &missing[..missing.len().min(5)]
+        ));
+    }
+    if duplicated > 0 {
+        failures.push(format!(
+            "exactly once (RFC 0058): {duplicated} acknowledged lines are in the store more than \
+             once ({extra_copies} extra copies)"
         ));
     }
     if !unreadable.is_empty() {

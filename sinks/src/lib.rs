@@ -36,6 +36,7 @@ mod local;
 pub mod metrics;
 mod read;
 mod records;
+mod seal;
 mod store;
 mod sync;
 mod terminal;
@@ -60,5 +61,6 @@ pub use records::{
     AppendOutcome, PartitionInfo, PublishFailure, PublishReport, RecordSinkConfig,
     SharedParquetSink,
 };
+pub use seal::{INTENT_MAGIC, IdRange, Intent, IntentError, Sealer, ranges_of, sealed_name};
 pub use store::{ErrorClass, StoreError, classify, store_from_url};
 pub use types::{Day, DeriveError, LogRecord, Partition, PartitionKey, RecordId, Tenant};

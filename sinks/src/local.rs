@@ -12,6 +12,9 @@
 //! - the store root itself, created at start: its entry in its parent is synced once at start.
 //! - staging files (`<object>#<n>`) a crash left behind: removed at start, in the background
 //!   (only those a minute older than the start, so this process's own puts are never raced).
+//! - an object a create-only put finds already linked (RFC 0058: an earlier attempt at the same
+//!   sealed unit, perhaps by a process that died before syncing): the file and its directory
+//!   chain are synced before `AlreadyExists` is returned, so the caller may settle on it.
 //!
 //! Directory syncs go through [`DirSync`], so a test can see every one of them.
 
@@ -143,9 +146,27 @@ impl DurableLocalStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let result = self.inner.put_opts(location, payload, opts).await?;
-        self.sync_chain(location)?;
-        Ok(result)
+        match self.inner.put_opts(location, payload, opts).await {
+            Ok(result) => {
+                self.sync_chain(location)?;
+                Ok(result)
+            }
+            // A create-only put found the object (RFC 0058): an earlier attempt linked it, maybe
+            // in a process that died before syncing its directory. Make it durable before the
+            // caller settles anything on it.
+            Err(e @ object_store::Error::AlreadyExists { .. }) => {
+                let file = self.inner.path_to_filesystem(location)?;
+                std::fs::File::open(&file)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|source| object_store::Error::Generic {
+                        store: "DurableLocalStore",
+                        source: Box::new(source),
+                    })?;
+                self.sync_chain(location)?;
+                Err(e)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -13,8 +13,21 @@ pub const SINK_AMBIGUOUS_PUTS: &str = "ourios.sink.ambiguous_puts";
 /// Counter: rows written that may repeat rows already in the store, label `cause`:
 /// `audit_replay` (a template key defined again after a restart; the same key and text, so
 /// readers taking distinct keys see one) or `crash_replay` (records of frames above a tenant's
-/// frontier republished by recovery; readers deduplicate on the record id).
+/// frontier that no publish intent names, republished by recovery: only objects written before
+/// publish intents existed can hold them, RFC 0058 §Upgrade; readers deduplicate on the record
+/// id).
 pub const SINK_DUPLICATES: &str = "ourios.sink.duplicates";
+/// Counter: units sealed (their publish intent made durable before the first put, RFC 0058).
+pub const SINK_SEALS: &str = "ourios.sink.seals";
+/// Counter: records of sealed units whose create-only put found the key taken and a check
+/// confirmed the object: an earlier attempt (an ambiguous put, or a process that crashed
+/// before its stamp) had landed it. Settled, not written again.
+pub const SINK_ALREADY_PRESENT: &str = "ourios.sink.already_present";
+/// Counter: replayed records recovery dropped because the intent naming them had landed (a
+/// record of the unit is at or below its tenant's frontier): they are in the store once.
+pub const SINK_REPLAY_LANDED: &str = "ourios.sink.replay_landed";
+/// Gauge: sealed units waiting in the record sink for a (re)publish.
+pub const SINK_SEALED_UNITS: &str = "ourios.sink.sealed_units";
 /// Counter: partitions parked back into the record buffer by a worker whose enqueue failed.
 pub const SINK_PARKS: &str = "ourios.sink.parks";
 /// Counter: successful puts, label `consumer`.

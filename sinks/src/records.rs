@@ -5,12 +5,14 @@ use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use ourios_recoverable::{ItemState, RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
 
 use crate::audit::{AuditEvent, AuditKind, SharedParquetAuditSink};
 use crate::encode::{EncodeError, encode_records, find_poisoned};
 use crate::metrics;
+use crate::seal::{Intent, Sealer, ranges_of, sealed_name};
 use crate::store::{ErrorClass, classify, object_path, unique_name};
 use crate::sync::{Arc, Mutex, lock};
 use crate::types::{DeriveError, LogRecord, Partition, PartitionKey, RecordId, Tenant};
@@ -90,6 +92,12 @@ pub struct PublishReport {
     pub refused_terminal: usize,
     /// The permanent store errors among `requeued`.
     pub permanent: Vec<PublishFailure>,
+    /// Partitions requeued because their publish intent could not be made durable (the WAL
+    /// refused it), among `requeued`: transient for the sink, the node's WAL decides.
+    pub unsealed: Vec<PublishFailure>,
+    /// Records of sealed units whose put found their key taken by an earlier attempt (the
+    /// unit had landed): settled without a write, among `durable_records`.
+    pub already_present: usize,
 }
 
 impl PublishReport {
@@ -141,8 +149,53 @@ struct RecordState {
     /// Per tenant, the `out_floor`s of partitions out of the buffer and not yet settled or put
     /// back (floor -> how many partitions carry it).
     out: BTreeMap<Tenant, BTreeMap<u64, usize>>,
+    /// Sealed units put back after a refused, failed or unwound put (RFC 0058): republished
+    /// first, under their key, never merged with the open buffer.
+    sealed: Vec<Partition>,
+    /// Recovery's routing of replayed records to the units their intents name.
+    recovering: Recovering,
     bytes: usize,
     records: usize,
+}
+
+/// What recovery told the sink about the intents above the frontiers (RFC 0058 §Recovery).
+#[derive(Debug, Default)]
+struct Recovering {
+    /// Frame lsn -> (first index, last index, unit) for every record an unlanded intent names.
+    expected: BTreeMap<u64, Vec<(u32, u32, usize)>>,
+    /// Units being rebuilt from replayed records, by number.
+    units: Vec<Rebuilding>,
+    /// Frame lsn -> index ranges of records whose intent landed: in the store already.
+    landed: BTreeMap<u64, Vec<(u32, u32)>>,
+}
+
+#[derive(Debug)]
+struct Rebuilding {
+    path: String,
+    /// Records still to arrive.
+    missing: usize,
+    records: Vec<LogRecord>,
+}
+
+impl Recovering {
+    fn is_empty(&self) -> bool {
+        self.expected.is_empty() && self.landed.is_empty()
+    }
+
+    fn landed(&self, id: RecordId) -> bool {
+        self.landed
+            .get(&id.lsn)
+            .is_some_and(|rs| rs.iter().any(|&(a, b)| (a..=b).contains(&id.index)))
+    }
+
+    fn unit_of(&self, id: RecordId) -> Option<usize> {
+        self.expected.get(&id.lsn).and_then(|rs| {
+            rs.iter()
+                .rev()
+                .find(|&&(a, b, _)| (a..=b).contains(&id.index))
+                .map(|&(_, _, u)| u)
+        })
+    }
 }
 
 impl RecordState {
@@ -168,6 +221,80 @@ impl RecordState {
         entry.bytes
     }
 
+    /// Routes a replayed record recovery expects (RFC 0058): dropped if its unit landed, else
+    /// added to the unit an intent names (a complete unit joins the sealed list). Gives the
+    /// record back when no intent names it.
+    fn route(&mut self, record: LogRecord) -> Option<LogRecord> {
+        if self.recovering.is_empty() {
+            return Some(record);
+        }
+        if self.recovering.landed(record.id) {
+            ::metrics::counter!(metrics::SINK_REPLAY_LANDED).increment(1);
+            return None;
+        }
+        let Some(unit) = self.recovering.unit_of(record.id) else {
+            return Some(record);
+        };
+        let bytes = record.estimated_bytes();
+        let u = &mut self.recovering.units[unit];
+        if u.missing == 0 {
+            // The unit is complete (and was handed on): a record replayed twice.
+            return None;
+        }
+        self.bytes += bytes;
+        self.records += 1;
+        u.records.push(record);
+        u.missing -= 1;
+        if u.missing == 0 {
+            // Complete only if every id arrived once: a record replayed twice would otherwise
+            // stand in for one still to come, and the unit would be put without it.
+            let weigh = |rs: &[LogRecord]| rs.iter().map(LogRecord::estimated_bytes).sum::<usize>();
+            u.records.sort_by_key(|r| r.id);
+            let (before, before_bytes) = (u.records.len(), weigh(&u.records));
+            u.records.dedup_by_key(|r| r.id);
+            let repeated = before - u.records.len();
+            if repeated > 0 {
+                u.missing = repeated;
+                self.records -= repeated;
+                self.bytes -= before_bytes - weigh(&u.records);
+                return None;
+            }
+            let records = std::mem::take(&mut u.records);
+            let path = u.path.clone();
+            if let Ok(key) = PartitionKey::derive(&records[0]) {
+                let mut p = Partition {
+                    key,
+                    records,
+                    bytes: 0,
+                    oldest: Instant::now(),
+                    audit_watermark: 0,
+                    requeued_epoch: None,
+                    out_floor: None,
+                    sealed: Some(path),
+                };
+                p.recompute();
+                self.sealed.push(p);
+            }
+        }
+        None
+    }
+
+    /// Takes sealed unit `i` out of the sealed list, counting it in the floor like `remove`.
+    fn take_sealed(&mut self, i: usize) -> Partition {
+        let mut p = self.sealed.remove(i);
+        self.bytes -= p.bytes;
+        self.records -= p.records.len();
+        let floor = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(u64::MAX);
+        *self
+            .out
+            .entry(p.key.tenant.clone())
+            .or_default()
+            .entry(floor)
+            .or_default() += 1;
+        p.out_floor = Some(floor);
+        p
+    }
+
     fn remove(&mut self, key: &PartitionKey) -> Option<Partition> {
         let b = self.partitions.remove(key)?;
         self.bytes -= b.bytes;
@@ -188,6 +315,7 @@ impl RecordState {
             audit_watermark: b.audit_watermark,
             requeued_epoch: b.requeued_epoch,
             out_floor: Some(b.min_lsn),
+            sealed: None,
         })
     }
 
@@ -212,6 +340,14 @@ impl RecordState {
         let floor = p.out_floor.take();
         self.returned(&p.key.tenant, floor);
         p.recompute();
+        if p.sealed.is_some() {
+            // Sealed is forever: its key and content are fixed, so it waits apart.
+            self.bytes += p.bytes;
+            self.records += p.records.len();
+            p.requeued_epoch = epoch.or(p.requeued_epoch);
+            self.sealed.push(p);
+            return;
+        }
         let min_lsn = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(u64::MAX);
         self.bytes += p.bytes;
         self.records += p.records.len();
@@ -249,6 +385,7 @@ impl RecordState {
         ::metrics::gauge!(metrics::SINK_BUFFERED_BYTES).set(self.bytes as f64);
         ::metrics::gauge!(metrics::SINK_BUFFERED_RECORDS).set(self.records as f64);
         ::metrics::gauge!(metrics::SINK_QUARANTINE_HELD).set(self.held.len() as f64);
+        ::metrics::gauge!(metrics::SINK_SEALED_UNITS).set(self.sealed.len() as f64);
     }
 }
 
@@ -259,6 +396,7 @@ struct RecordInner {
     audit: SharedParquetAuditSink,
     config: RecordSinkConfig,
     epoch_source: Mutex<Option<EpochSource>>,
+    sealer: Mutex<Option<Arc<dyn Sealer>>>,
     state: Mutex<RecordState>,
 }
 
@@ -303,6 +441,7 @@ impl SharedParquetSink {
                 audit,
                 config,
                 epoch_source: Mutex::new(None),
+                sealer: Mutex::new(None),
                 state: Mutex::new(RecordState::default()),
             }),
         }
@@ -314,6 +453,77 @@ impl SharedParquetSink {
     pub fn with_epoch_source(self, f: Arc<dyn Fn() -> u32 + Send + Sync>) -> Self {
         *lock(&self.inner.epoch_source) = Some(f);
         self
+    }
+
+    /// Seal every unit before its first put through `sealer` (RFC 0058): from then on it is put
+    /// create-only under a key derived from its first record, its intent durable first, and a
+    /// requeue never merges it back into the open buffer. Without a sealer (a sink used on its
+    /// own, with no WAL to hold intents) each put gets a fresh unique key, as RFC 0054 has it.
+    pub fn with_sealer(self, sealer: Arc<dyn Sealer>) -> Self {
+        *lock(&self.inner.sealer) = Some(sealer);
+        self
+    }
+
+    fn sealer(&self) -> Option<Arc<dyn Sealer>> {
+        lock(&self.inner.sealer).clone()
+    }
+
+    /// Recovery: the replayed records `intent` names rebuild its unit, which is then
+    /// republished under the intent's key (RFC 0058 §Recovery). Call before replay mines
+    /// anything. A later intent naming the same record takes it (the earlier one was never put:
+    /// a unit is put only once its intent is durable and the partition marked sealed).
+    pub fn expect_sealed(&self, intent: &Intent) {
+        let mut st = lock(&self.inner.state);
+        let unit = st.recovering.units.len();
+        st.recovering.units.push(Rebuilding {
+            path: intent.path.clone(),
+            missing: intent.records(),
+            records: Vec::new(),
+        });
+        for r in &intent.ranges {
+            st.recovering
+                .expected
+                .entry(r.lsn)
+                .or_default()
+                .push((r.first, r.last, unit));
+        }
+    }
+
+    /// Recovery: the replayed records `intent` names are in the store already (its unit
+    /// landed): drop them when they arrive.
+    pub fn drop_landed(&self, intent: &Intent) {
+        let mut st = lock(&self.inner.state);
+        for r in &intent.ranges {
+            st.recovering
+                .landed
+                .entry(r.lsn)
+                .or_default()
+                .push((r.first, r.last));
+        }
+    }
+
+    /// Recovery is over: forget its routing. Units still incomplete (a frame whose mining
+    /// panicked) stay counted in the floor, so no frontier passes their records; the next
+    /// start rebuilds them.
+    pub fn recovery_done(&self) {
+        let mut st = lock(&self.inner.state);
+        st.recovering.expected.clear();
+        st.recovering.landed.clear();
+    }
+
+    /// Sealed units waiting for a (re)publish.
+    pub fn sealed_units(&self) -> usize {
+        lock(&self.inner.state).sealed.len()
+    }
+
+    /// Units recovery is still rebuilding (some of their records not replayed yet).
+    pub fn rebuilding_units(&self) -> usize {
+        lock(&self.inner.state)
+            .recovering
+            .units
+            .iter()
+            .filter(|u| u.missing > 0)
+            .count()
     }
 
     /// The audit sink this sink orders against.
@@ -341,6 +551,11 @@ impl SharedParquetSink {
     /// make the caller requeue a record the sink already holds. Then the size trigger and the
     /// ceiling may detach partitions (never a terminal tenant's).
     pub fn append(&self, record: LogRecord) -> AppendOutcome {
+        let Some(record) = self.route(record) else {
+            return AppendOutcome::Buffered {
+                detached: Vec::new(),
+            };
+        };
         let key = match PartitionKey::derive(&record) {
             Ok(key) => key,
             Err(error) => {
@@ -394,6 +609,9 @@ impl SharedParquetSink {
     pub fn buffer_only(&self, records: Vec<LogRecord>) -> usize {
         let mut quarantined = 0;
         for record in records {
+            let Some(record) = self.route(record) else {
+                continue;
+            };
             match PartitionKey::derive(&record) {
                 Ok(key) => {
                     let mut st = lock(&self.inner.state);
@@ -407,6 +625,16 @@ impl SharedParquetSink {
             }
         }
         quarantined
+    }
+
+    /// Recovery's routing (RFC 0058): `None` when the record went to a unit or was dropped.
+    fn route(&self, record: LogRecord) -> Option<LogRecord> {
+        let mut st = lock(&self.inner.state);
+        let out = st.route(record);
+        if out.is_none() {
+            st.gauges();
+        }
+        out
     }
 
     fn quarantine_underivable(&self, record: LogRecord, error: &DeriveError) -> u64 {
@@ -483,6 +711,17 @@ impl SharedParquetSink {
         self.release_quarantined();
         let terminal = self.inner.audit.terminal().snapshot();
         let mut st = lock(&self.inner.state);
+        // Sealed units first, whatever the drain: they are due by construction.
+        let mut i = 0;
+        while i < st.sealed.len() {
+            if terminal.contains(&st.sealed[i].key.tenant) {
+                i += 1;
+                continue;
+            }
+            let p = st.take_sealed(i);
+            slot.push(p);
+            st.gauges();
+        }
         let keys: Vec<PartitionKey> = st
             .partitions
             .iter()
@@ -548,14 +787,20 @@ impl SharedParquetSink {
         lock(&self.inner.state).bytes
     }
 
-    /// Ids of `tenant`'s buffered records (partitions only, not the quarantine hold), in
-    /// partition-key order and, within a partition, buffer order.
+    /// Ids of `tenant`'s buffered records (partitions in partition-key order and, within one,
+    /// buffer order; then sealed units waiting for a republish; not the quarantine hold).
     pub fn buffered_ids(&self, tenant: &Tenant) -> Vec<RecordId> {
         let st = lock(&self.inner.state);
+        let sealed = st
+            .sealed
+            .iter()
+            .filter(|p| &p.key.tenant == tenant)
+            .flat_map(|p| p.records.iter().map(|r| r.id));
         st.partitions
             .iter()
             .filter(|(k, _)| &k.tenant == tenant)
             .flat_map(|(_, b)| b.records.iter().map(|r| r.id))
+            .chain(sealed)
             .collect()
     }
 
@@ -589,8 +834,9 @@ impl SharedParquetSink {
     }
 
     /// The lowest lsn of `tenant`'s records that are not yet durable in the store and may still
-    /// be: buffered (set-aside included), held in quarantine awaiting their event, or out of
-    /// the buffer in a drain, a detached partition or a put in flight. `None` when there is
+    /// be: buffered (set-aside included), in a sealed unit waiting for its republish or being
+    /// rebuilt by recovery, held in quarantine awaiting their event, or out of the buffer in a
+    /// drain, a detached partition or a put in flight. `None` when there is
     /// none. A tenant's WAL frontier must stay below it (I4): a cut stamps at most
     /// `min(captured, floor - 1)`.
     pub fn unpublished_floor(&self, tenant: &Tenant) -> Option<u64> {
@@ -606,7 +852,25 @@ impl SharedParquetSink {
             .filter(|h| &h.record.tenant == tenant)
             .map(|h| h.record.id.lsn);
         let out = st.out.get(tenant).and_then(|f| f.keys().next().copied());
-        buffered.chain(held).chain(out).min()
+        let sealed = st
+            .sealed
+            .iter()
+            .filter(|p| &p.key.tenant == tenant)
+            .flat_map(|p| p.records.iter().map(|r| r.id.lsn));
+        let rebuilding = st
+            .recovering
+            .units
+            .iter()
+            .filter(|u| u.missing > 0)
+            .flat_map(|u| u.records.iter())
+            .filter(|r| &r.tenant == tenant)
+            .map(|r| r.id.lsn);
+        buffered
+            .chain(held)
+            .chain(out)
+            .chain(sealed)
+            .chain(rebuilding)
+            .min()
     }
 
     /// A partition taken out of a batch as settled: its records are durable (or held in
@@ -614,6 +878,53 @@ impl SharedParquetSink {
     fn settled(&self, p: &Partition) {
         let mut st = lock(&self.inner.state);
         st.returned(&p.key.tenant, p.out_floor);
+    }
+
+    /// `<prefix>/records/tenant=<t>/date=<d>/hour=<h>/<name>` for partition `p`.
+    fn object_path(&self, p: &Partition, name: &str) -> Path {
+        let tenant_part = format!("tenant={}", p.key.tenant);
+        let date_part = format!("date={}", p.key.date);
+        let hour_part = format!("hour={:02}", p.key.hour);
+        object_path(
+            &self.inner.config.prefix,
+            [
+                "records",
+                tenant_part.as_str(),
+                date_part.as_str(),
+                hour_part.as_str(),
+                name,
+            ],
+        )
+    }
+
+    /// A fresh key for an unsealed put (no sealer): unique per attempt.
+    fn unique_path(&self, p: &Partition) -> Path {
+        let first = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(0);
+        self.object_path(p, &unique_name(first))
+    }
+
+    /// Seals `p` (RFC 0058): its key from its first record and the WAL identity, its intent
+    /// made durable by `sealer`. Returns the key.
+    fn seal(&self, sealer: &dyn Sealer, p: &Partition) -> Result<Path, String> {
+        let ranges = ranges_of(&p.records);
+        if ranges.is_empty() {
+            return Err("an empty unit is never sealed".to_owned());
+        }
+        let path = self.object_path(p, &sealed_name(sealer.wal_id(), &ranges));
+        let intent = Intent {
+            tenant: p.key.tenant.clone(),
+            path: path.to_string(),
+            ranges,
+        };
+        if intent.path.len() > usize::from(u16::MAX) {
+            return Err(format!(
+                "object key of {} bytes is too long for an intent",
+                intent.path.len()
+            ));
+        }
+        sealer.seal(&intent)?;
+        ::metrics::counter!(metrics::SINK_SEALS).increment(1);
+        Ok(path)
     }
 
     /// Publish every pending partition of `batch`, one put per partition (RFC 0054 §9.4).
@@ -649,8 +960,12 @@ impl SharedParquetSink {
                 report.refused_unordered += 1;
                 continue;
             }
+            let sealed = batch.item(&lease).sealed.clone();
             let encoded = match encode_records(&batch.item(&lease).records, zstd) {
                 Ok(bytes) => Ok(bytes),
+                // A sealed unit's content is fixed (its intent names every record): it encoded
+                // when it was sealed, and nothing may be taken out of it now.
+                Err(e) if sealed.is_some() => Err(e),
                 Err(_) => {
                     let part = batch.item_mut(&lease);
                     let poisoned = find_poisoned(&part.records, zstd);
@@ -691,38 +1006,66 @@ impl SharedParquetSink {
                     continue;
                 }
             };
-            let path = {
-                let p = batch.item(&lease);
-                let first = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(0);
-                let tenant_part = format!("tenant={}", p.key.tenant);
-                let date_part = format!("date={}", p.key.date);
-                let hour_part = format!("hour={:02}", p.key.hour);
-                let name = unique_name(first);
-                object_path(
-                    &self.inner.config.prefix,
-                    [
-                        "records",
-                        tenant_part.as_str(),
-                        date_part.as_str(),
-                        hour_part.as_str(),
-                        name.as_str(),
-                    ],
-                )
+            let (path, create_only) = match (sealed, self.sealer()) {
+                (Some(sealed), _) => (Path::from(sealed), true),
+                (None, Some(sealer)) => match self.seal(&*sealer, batch.item(&lease)) {
+                    Ok(path) => {
+                        batch.item_mut(&lease).sealed = Some(path.to_string());
+                        (path, true)
+                    }
+                    Err(error) => {
+                        // The intent is not durable: the unit stays open and is retried.
+                        ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => "seal", "consumer" => "records")
+                            .increment(1);
+                        let key = batch.item(&lease).key.clone();
+                        batch.requeue(lease);
+                        report.requeued += 1;
+                        report.unsealed.push(PublishFailure { key, error });
+                        continue;
+                    }
+                },
+                (None, None) => (self.unique_path(batch.item(&lease)), false),
             };
             let len = bytes.len();
             // A panic here is a panic inside the record publish with this partition InFlight.
             fail::fail_point!("sinks::publish::before_put");
-            match self.inner.store.put(&path, bytes.into()).await {
-                Ok(_) => {
+            let put = if create_only {
+                let opts = PutOptions {
+                    mode: PutMode::Create,
+                    ..PutOptions::default()
+                };
+                self.inner.store.put_opts(&path, bytes.into(), opts).await
+            } else {
+                self.inner.store.put(&path, bytes.into()).await
+            };
+            let landed_before = match put {
+                Ok(_) => Ok(false),
+                // The key is taken: only an earlier attempt at this very unit can have taken it.
+                // Settle only once the store confirms the object (on S3 a conflict can mean a
+                // put still in progress; the local store synced it before answering).
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    self.inner.store.head(&path).await.map(|_| true)
+                }
+                Err(e) => Err(e),
+            };
+            match landed_before {
+                Ok(landed_before) => {
                     let p = batch.settle(lease, Settlement::Durable);
                     self.settled(&p);
                     report.durable += 1;
                     report.durable_records += p.records.len();
-                    ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "records").increment(1);
-                    ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => "records")
-                        .increment(len as u64);
-                    ::metrics::counter!(metrics::SINK_RECORDS_PUBLISHED)
-                        .increment(p.records.len() as u64);
+                    if landed_before {
+                        report.already_present += p.records.len();
+                        ::metrics::counter!(metrics::SINK_ALREADY_PRESENT)
+                            .increment(p.records.len() as u64);
+                    } else {
+                        ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "records")
+                            .increment(1);
+                        ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => "records")
+                            .increment(len as u64);
+                        ::metrics::counter!(metrics::SINK_RECORDS_PUBLISHED)
+                            .increment(p.records.len() as u64);
+                    }
                 }
                 Err(e) => {
                     let class = classify(&e);

@@ -72,7 +72,8 @@ pub enum Fault {
     Permanent,
     /// Panic before the inner put: nothing written.
     PanicBeforePut,
-    /// Perform the inner put (the object exists), then panic: the ambiguous case.
+    /// Perform the inner put (the object exists, whether this put or an earlier one wrote it),
+    /// then panic: the ambiguous case.
     PanicAfterPut,
     /// Wait at the gate until the test releases it, then put normally.
     Gate(Gate),
@@ -267,15 +268,19 @@ impl FaultyStore {
             Some(Fault::Gate(gate)) => gate.pass().await,
             Some(Fault::PanicAfterPut) | None => {}
         }
-        let result = self.inner.put_opts(location, payload, opts).await?;
-        *lock(&self.script)
-            .ok_per_key
-            .entry(key.clone())
-            .or_insert(0) += 1;
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() {
+            *lock(&self.script)
+                .ok_per_key
+                .entry(key.clone())
+                .or_insert(0) += 1;
+        }
         if matches!(fault, Some(Fault::PanicAfterPut)) {
+            // Whatever the store answered (a create-only put of a key an earlier attempt
+            // wrote answers `AlreadyExists`): the call panics with the object in place.
             panic!("injected panic after the store accepted {key}");
         }
-        Ok(result)
+        result
     }
 }
 

@@ -275,6 +275,10 @@ pub struct Partition {
     /// settled (put returned Ok, or every record quarantined) or put back. Set and cleared by
     /// the sink only.
     pub out_floor: Option<u64>,
+    /// Set by the sink when the partition is sealed (RFC 0058): the object key every put of it
+    /// uses, its publish intent already durable. A sealed partition is never merged back into
+    /// the open buffer; a requeue sends it to the sealed list.
+    pub sealed: Option<String>,
 }
 
 impl Partition {
