@@ -1,4 +1,5 @@
-//! Test doubles (feature `testing`): a scriptable [`FaultyStore`] and a [`Gate`].
+//! Test doubles (feature `testing`): a scriptable [`FaultyStore`], a [`Gate`] and a
+//! [`MemorySealer`].
 //!
 //! `FaultyStore` wraps an `InMemory` store and, per put, consults a script: a rule matches a put
 //! by its global call index, by key prefix, or by its index among the puts under a prefix, and
@@ -287,4 +288,49 @@ impl FaultyStore {
 // Puts go through this store's own method; everything else to `inner` (see the macro).
 impl ObjectStore for FaultyStore {
     crate::store::object_store_with_put!(scripted_put);
+}
+
+/// A [`Sealer`](crate::Sealer) that keeps the intents in memory (the node keeps them in its
+/// WAL), and can be told to refuse.
+#[derive(Debug, Default)]
+pub struct MemorySealer {
+    state: Mutex<SealerState>,
+}
+
+#[derive(Debug, Default)]
+struct SealerState {
+    intents: Vec<crate::Intent>,
+    refuse: bool,
+}
+
+impl MemorySealer {
+    /// A sealer that accepts every intent.
+    pub fn new() -> Arc<MemorySealer> {
+        Arc::new(MemorySealer::default())
+    }
+
+    /// Refuse (`true`) or accept every intent from now on.
+    pub fn refuse(&self, refuse: bool) {
+        lock(&self.state).refuse = refuse;
+    }
+
+    /// The intents made durable so far, in order.
+    pub fn intents(&self) -> Vec<crate::Intent> {
+        lock(&self.state).intents.clone()
+    }
+}
+
+impl crate::Sealer for MemorySealer {
+    fn wal_id(&self) -> [u8; 16] {
+        [0x5e; 16]
+    }
+
+    fn seal(&self, intent: &crate::Intent) -> std::result::Result<(), String> {
+        let mut st = lock(&self.state);
+        if st.refuse {
+            return Err("the sealer refuses (test)".to_owned());
+        }
+        st.intents.push(intent.clone());
+        Ok(())
+    }
 }

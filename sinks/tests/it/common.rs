@@ -83,6 +83,13 @@ impl Rig {
         rig
     }
 
+    /// A rig whose sink seals every unit through `sealer` (RFC 0058); triggers never fire.
+    pub(crate) fn sealed(sealer: Arc<ourios_sinks::testing::MemorySealer>) -> Self {
+        let mut rig = Self::new();
+        rig.sink = rig.sink.with_sealer(sealer);
+        rig
+    }
+
     /// For tests that already hold `FAILPOINTS` for writing.
     pub(crate) fn unguarded(config: RecordSinkConfig) -> Self {
         let store = FaultyStore::new();

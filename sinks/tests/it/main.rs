@@ -7,4 +7,5 @@ mod model;
 mod quarantine;
 mod records;
 mod s3;
+mod seal;
 mod store;
