@@ -5,6 +5,7 @@
 mod barrier;
 mod cadence;
 mod e2e;
+mod exactly_once;
 mod hostile;
 mod identity;
 mod latch;
