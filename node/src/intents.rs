@@ -28,6 +28,7 @@ pub(crate) struct WalSealer {
     live: Mutex<Live>,
 }
 
+/// The intents above the horizon and the appends in flight: what the horizon may pass.
 #[derive(Debug, Default)]
 struct Live {
     /// Intent lsn -> (its records' tenant, the highest frame lsn it names), for every intent
@@ -39,6 +40,49 @@ struct Live {
     /// began, plus one): the horizon stays below them, since an intent that is not remembered
     /// yet could otherwise be passed before anyone knows what it names.
     pending: BTreeMap<u64, usize>,
+}
+
+impl Live {
+    /// An append whose lsn will be at least `bound` begins.
+    fn begin(&mut self, bound: u64) {
+        *self.pending.entry(bound).or_default() += 1;
+    }
+
+    /// The append that began at `bound` ended: with the intent's lsn, tenant and highest named
+    /// frame if it is durable.
+    fn end(&mut self, bound: u64, appended: Option<(u64, &str, u64)>) {
+        if let Some(n) = self.pending.get_mut(&bound) {
+            *n -= 1;
+            if *n == 0 {
+                self.pending.remove(&bound);
+            }
+        }
+        if let Some((lsn, tenant, max_lsn)) = appended {
+            self.remember(lsn, tenant, max_lsn);
+        }
+    }
+
+    fn remember(&mut self, lsn: u64, tenant: &str, max_lsn: u64) {
+        self.intents.insert(lsn, (tenant.to_owned(), max_lsn));
+        self.last = self.last.max(lsn);
+    }
+
+    /// Forgets the intents whose records are all at or below their tenants' frontiers, and
+    /// returns the highest lsn the horizon may take: below the oldest intent left and below
+    /// every append in flight, else the newest intent.
+    fn horizon(&mut self, frontier_of: impl Fn(&str) -> u64) -> u64 {
+        self.intents
+            .retain(|_, (tenant, max_lsn)| frontier_of(tenant) < *max_lsn);
+        let horizon = self
+            .intents
+            .keys()
+            .next()
+            .map_or(self.last, |&oldest| oldest - 1);
+        self.pending
+            .keys()
+            .next()
+            .map_or(horizon, |&bound| horizon.min(bound - 1))
+    }
 }
 
 impl WalSealer {
@@ -56,25 +100,14 @@ impl WalSealer {
 
     /// Recovery found `intent` at `lsn` above the horizon.
     pub(crate) fn remember(&self, lsn: Lsn, intent: &Intent) {
-        let mut live = self.live();
-        live.intents
-            .insert(lsn.0, (intent.tenant.as_str().to_owned(), intent.max_lsn()));
-        live.last = live.last.max(lsn.0);
+        self.live()
+            .remember(lsn.0, intent.tenant.as_str(), intent.max_lsn());
     }
 
-    /// The horizon the intent tenant's frontier may take now: below the oldest intent naming a
-    /// record above its tenant's frontier (`frontier_of`), else the newest intent. Forgets the
-    /// intents it passes. `None` when there is no intent at all.
+    /// The horizon the intent tenant's frontier may take now (see `Live::horizon`), forgetting
+    /// the intents it passes. `None` when there is no intent at all.
     pub(crate) fn horizon(&self, frontier_of: impl Fn(&str) -> u64) -> Option<Lsn> {
-        let mut live = self.live();
-        live.intents
-            .retain(|_, (tenant, max_lsn)| frontier_of(tenant) < *max_lsn);
-        let below_pending = live.pending.keys().next().map(|&lsn| lsn - 1);
-        let horizon = match live.intents.keys().next() {
-            Some(&oldest) => oldest - 1,
-            None => live.last,
-        };
-        let horizon = below_pending.map_or(horizon, |p| horizon.min(p));
+        let horizon = self.live().horizon(frontier_of);
         (horizon > 0).then_some(Lsn(horizon))
     }
 
@@ -90,24 +123,124 @@ impl Sealer for WalSealer {
     }
 
     fn seal(&self, intent: &Intent) -> Result<(), String> {
+        // Any lsn assigned from now on is above the durable one.
         let bound = self.wal.durable_lsn().0 + 1;
-        *self.live().pending.entry(bound).or_default() += 1;
+        self.live().begin(bound);
         // Group-committed with whatever else is being appended: durable when it returns.
         let appended = self
             .wal
             .append(&self.tenant, &intent.encode())
             .map_err(|e| format!("writing the publish intent: {e}"));
-        let mut live = self.live();
-        if let Some(n) = live.pending.get_mut(&bound) {
-            *n -= 1;
-            if *n == 0 {
-                live.pending.remove(&bound);
+        let tenant = intent.tenant.as_str();
+        self.live().end(
+            bound,
+            appended
+                .as_ref()
+                .ok()
+                .map(|lsn| (lsn.0, tenant, intent.max_lsn())),
+        );
+        appended.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
+    use super::Live;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// An append begins (the WAL hands out the next lsn to it, later).
+        Begin,
+        /// The `i`-th append in flight (mod their number) ends, durable or not, naming frames
+        /// up to `max` of tenant `t`.
+        End {
+            i: usize,
+            durable: bool,
+            t: u8,
+            max: u64,
+        },
+        /// A tenant's frontier moves up by `by`.
+        Stamp { t: u8, by: u64 },
+        /// A cut takes the horizon.
+        Horizon,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            Just(Op::Begin),
+            (any::<usize>(), any::<bool>(), 0u8..3, 1u64..40)
+                .prop_map(|(i, durable, t, max)| Op::End { i, durable, t, max }),
+            (0u8..3, 0u64..10).prop_map(|(t, by)| Op::Stamp { t, by }),
+            Just(Op::Horizon),
+        ]
+    }
+
+    proptest! {
+        /// The horizon model: the WAL hands out lsns in order, appends end in any order of
+        /// their own, frontiers only move up. At every horizon taken, no intent at or below it
+        /// names a record above its tenant's frontier, and no append still in flight can get
+        /// an lsn at or below it (recovery would skip such an intent while its unit may need
+        /// it). The horizon never moves down.
+        ///
+        /// Mutation check: in `Live::horizon`, take `max` instead of `min` with the pending
+        /// bound (or ignore `pending`): an intent whose append began
+        /// before a horizon is taken and ends after it lands at or below that horizon.
+        #[test]
+        fn the_horizon_never_passes_a_live_or_pending_intent(ops in proptest::collection::vec(op(), 1..60)) {
+            let mut live = Live::default();
+            let mut next_lsn = 1u64;
+            // In flight: (bound when it began, the lsn it got).
+            let mut in_flight: Vec<(u64, u64)> = Vec::new();
+            let mut all: BTreeMap<u64, (String, u64)> = BTreeMap::new();
+            let mut frontiers: BTreeMap<String, u64> = BTreeMap::new();
+            let mut durable = 0u64;
+            let mut last_horizon = 0u64;
+            for op in ops {
+                match op {
+                    Op::Begin => {
+                        let bound = durable + 1;
+                        live.begin(bound);
+                        // The lsn is assigned inside the append; other frames may take lsns too.
+                        in_flight.push((bound, next_lsn));
+                        next_lsn += 2;
+                    }
+                    Op::End { i, durable: ok, t, max } => {
+                        if in_flight.is_empty() {
+                            continue;
+                        }
+                        let (bound, lsn) = in_flight.remove(i % in_flight.len());
+                        durable = durable.max(lsn);
+                        let tenant = format!("t{t}");
+                        let appended = ok.then(|| (lsn, tenant.as_str(), max));
+                        if ok {
+                            all.insert(lsn, (tenant.clone(), max));
+                        }
+                        live.end(bound, appended);
+                    }
+                    Op::Stamp { t, by } => {
+                        *frontiers.entry(format!("t{t}")).or_default() += by;
+                    }
+                    Op::Horizon => {
+                        let f = frontiers.clone();
+                        let h = live.horizon(|t| f.get(t).copied().unwrap_or(0));
+                        prop_assert!(h >= last_horizon, "the horizon moved down");
+                        last_horizon = h;
+                        for (lsn, (tenant, max)) in all.range(..=h) {
+                            prop_assert!(
+                                frontiers.get(tenant).copied().unwrap_or(0) >= *max,
+                                "intent {lsn} at or below the horizon {h} names frames up to {max} of {tenant}"
+                            );
+                        }
+                        for (_, lsn) in &in_flight {
+                            prop_assert!(*lsn > h, "an append in flight got lsn {lsn} at or below the horizon {h}");
+                        }
+                    }
+                }
             }
         }
-        let lsn = appended?;
-        live.intents
-            .insert(lsn.0, (intent.tenant.as_str().to_owned(), intent.max_lsn()));
-        live.last = live.last.max(lsn.0);
-        Ok(())
     }
 }

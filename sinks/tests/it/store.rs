@@ -180,6 +180,47 @@ fn local_put_syncs_the_directory_chain_once() {
     );
 }
 
+/// RFC0058.3 on the local store: a create-only put that finds its object (linked by an earlier
+/// attempt, here another process's store, whose directory syncs this one never saw) answers
+/// `AlreadyExists` only after syncing the directory chain, so the caller may settle on it; the
+/// object keeps its first content.
+///
+/// Mutation check: in `DurableLocalStore::durable_put`, drop the `AlreadyExists` arm (let the
+/// error through unsynced): no directory is synced.
+#[test]
+fn a_create_only_put_that_finds_its_object_syncs_it_first() {
+    use object_store::{ObjectStore, PutMode, PutOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let key = Path::from("records/tenant=a/date=2024-01-01/hour=07/u.parquet");
+    let create = || PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    let first = ourios_sinks::DurableLocalStore::new(&root).unwrap();
+    block_on(first.put_opts(&key, vec![1u8].into(), create())).unwrap();
+
+    let syncs = std::sync::Arc::new(RecordingSync::default());
+    let second = ourios_sinks::DurableLocalStore::with_syncer(&root, syncs.clone()).unwrap();
+    syncs.0.lock().unwrap().clear();
+    let again = block_on(second.put_opts(&key, vec![2u8].into(), create()));
+    assert!(
+        matches!(again, Err(object_store::Error::AlreadyExists { .. })),
+        "{again:?}"
+    );
+    let synced: Vec<_> = syncs.0.lock().unwrap().drain(..).collect();
+    assert_eq!(
+        synced.first(),
+        Some(&root.join("records/tenant=a/date=2024-01-01/hour=07")),
+        "{synced:?}"
+    );
+    assert!(synced.contains(&root), "{synced:?}");
+    assert_eq!(
+        std::fs::read(root.join("records/tenant=a/date=2024-01-01/hour=07/u.parquet")).unwrap(),
+        [1]
+    );
+}
+
 /// Proves the `file://` store syncs each object's bytes: the store the URL builds is a
 /// `DurableLocalStore` over object_store's local store with its fsync option on (syncs the
 /// staged file before the link and the destination directory after it).
