@@ -68,7 +68,7 @@ fn tidy_packages_are_named_after_folders() {
 /// Mutation check: rename a test function an RFC table names.
 #[test]
 fn tidy_rfc_tables_parse_and_name_existing_tests() {
-    for number in ["0052", "0054", "0056", "0057"] {
+    for number in ["0052", "0054", "0056", "0057", "0058"] {
         let path = rfc::rfc_file(&root(), number).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
         let rows = rfc::parse(&text, &path.display().to_string()).unwrap();
