@@ -350,7 +350,8 @@ fn secs_value(value: Option<&String>) -> Result<u64> {
 /// node (or the debug one): 4 writers over 4 tenants, a SIGKILL every 0.5-3 s for N seconds,
 /// damaged snapshots and other miner settings between some rounds; prints kills, requests,
 /// acknowledged lines, lost, duplicated and the frames each restart recovered, and fails if an
-/// acknowledged line is missing or does not rebuild.
+/// acknowledged line is missing, stored twice or does not rebuild. Then the two-node test (two
+/// processes sharing one store, each killed at its own moment) runs its fixed rounds.
 fn chaos(args: &[String]) -> Result<()> {
     let mut secs = 60u64;
     let mut debug = false;
@@ -379,6 +380,8 @@ fn chaos(args: &[String]) -> Result<()> {
             "crash",
             "--",
             "--nocapture",
+            // The two-node test runs its fixed rounds after the timed one, not beside it.
+            "--test-threads=1",
         ],
         &envs,
     )
