@@ -215,7 +215,7 @@ mod tests {
                         let (bound, lsn) = in_flight.remove(i % in_flight.len());
                         durable = durable.max(lsn);
                         let tenant = format!("t{t}");
-                        let appended = ok.then(|| (lsn, tenant.as_str(), max));
+                        let appended = ok.then_some((lsn, tenant.as_str(), max));
                         if ok {
                             all.insert(lsn, (tenant.clone(), max));
                         }

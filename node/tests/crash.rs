@@ -997,11 +997,11 @@ fn crash_two_nodes_sharing_one_store_keep_every_line_once() {
         let (tx, rx) = mpsc::channel();
         let mut handles = Vec::new();
         for (n, node) in nodes.iter().enumerate() {
-            for k in 0..2 {
+            for (k, &tenant) in TENANTS[..2].iter().enumerate() {
                 // Both nodes write both tenants; the writer number keeps line keys unique.
                 let (tx, addr, seed, w) = (tx.clone(), node.addr, rng.next(), n * 2 + k);
                 handles.push(thread::spawn(move || {
-                    writer(addr, round, w, TENANTS[k], seed, tx)
+                    writer(addr, round, w, tenant, seed, tx)
                 }));
             }
         }

@@ -52,7 +52,7 @@ pub use encode::{
     EncodeError, audit_columns, columns, encode_audit, encode_records, find_poisoned,
     validate_record,
 };
-pub use local::{DirSync, DurableLocalStore, FsyncDir, remove_staging_files};
+pub use local::{DirSync, DurableLocalStore, FsyncDir, LocalFs, StdFs, remove_staging_files};
 pub use read::{
     ReadError, TemplateTexts, hex, list_objects, read_audit_events, read_record_ids, read_records,
     template_texts,

@@ -4,6 +4,7 @@
 mod audit;
 mod common;
 mod model;
+mod power_loss;
 mod quarantine;
 mod records;
 mod s3;

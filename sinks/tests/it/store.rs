@@ -116,13 +116,11 @@ impl ourios_sinks::DirSync for RecordingSync {
 /// Proves a local put is durable before it returns, down to the directory chain: at start the
 /// root and its ancestors are synced; the first put below a directory syncs every directory
 /// from the object's up to the root (whoever created them: here the directories exist before
-/// the put, as when another put created them concurrently, so object_store's own syncs of the
-/// directories it creates do not cover them); a second put below the same directory adds no
-/// chain syncs. The `file://` store the node builds is this store with object_store's file
-/// fsync on.
+/// the put, as when another put created them concurrently); a second put below the same
+/// directory syncs only its own directory, which holds the new entry. (The power-loss model
+/// cannot see directory creation; this test counts those syncs.)
 ///
-/// Fails if (reasoned, not yet run as a mutant): `DurableLocalStore::sync_chain` is replaced with
-/// `Ok(())`; the chain assertion fails.
+/// Mutation check: replace `Puts::sync_chain` with `Ok(())`: the chain assertion fails.
 #[test]
 fn local_put_syncs_the_directory_chain_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -174,9 +172,10 @@ fn local_put_syncs_the_directory_chain_once() {
             .await
             .unwrap();
     });
-    assert!(
-        syncs.0.lock().unwrap().is_empty(),
-        "a synced chain is not synced again"
+    assert_eq!(
+        syncs.0.lock().unwrap().drain(..).collect::<Vec<_>>(),
+        vec![nested.clone()],
+        "the object's directory (its new entry), not the chain again"
     );
 }
 
@@ -221,19 +220,16 @@ fn a_create_only_put_that_finds_its_object_syncs_it_first() {
     );
 }
 
-/// Proves the `file://` store syncs each object's bytes: the store the URL builds is a
-/// `DurableLocalStore` over object_store's local store with its fsync option on (syncs the
-/// staged file before the link and the destination directory after it).
-///
-/// Fails if (reasoned, not yet run as a mutant): `.with_fsync(true)` is deleted in
-/// `DurableLocalStore`.
+/// Proves the `file://` store is the durable one: a `DurableLocalStore` whose puts go through
+/// `StdFs` (the staged file synced before its link, its directory after; the power-loss model
+/// proves those steps, `local_store_puts_survive_power_loss_at_every_step`).
 #[test]
-fn file_url_store_fsyncs_objects() {
+fn file_url_store_is_the_durable_local_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = store_from_url(&format!("file://{}", dir.path().display())).unwrap();
     let debug = format!("{store:?}");
     assert!(debug.contains("DurableLocalStore"), "{debug}");
-    assert!(debug.contains("fsync: true"), "{debug}");
+    assert!(debug.contains("StdFs"), "{debug}");
 }
 
 /// Proves staging files a crash left behind are removed at start, objects are not, and

@@ -12,7 +12,9 @@
 //!   gone: the caller sees errors and acknowledges nothing more.
 //!
 //! Directories themselves are implicit (created on demand); the WAL creates its directories
-//! once and syncs them, which is outside what this model checks.
+//! once and syncs them, and the local object store syncs each new directory's chain up to its
+//! root, which is outside what this model checks (`local_put_syncs_the_directory_chain_once`
+//! counts those syncs).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -144,10 +146,47 @@ impl PowerLossIo {
         lock(&self.fs).calls
     }
 
+    /// Operations succeed again: the process that saw them fail died, the machine did not,
+    /// and what it wrote stays as it was (synced or not) for the next process.
+    pub fn restore(&self) {
+        lock(&self.fs).fail_after = None;
+    }
+
     /// Every operation after the next `n` fails (the power is gone from then on).
     pub fn fail_after(&self, n: u64) {
         let mut fs = lock(&self.fs);
         fs.fail_after = Some(fs.calls + n);
+    }
+
+    /// Gives `from`'s file the name `to` as well (a hard link: one pending change in `to`'s
+    /// directory), failing with `AlreadyExists` if `to` exists. Not part of [`WalIo`]: the local
+    /// object store links a staged file to its object's name, the WAL never does.
+    ///
+    /// # Errors
+    /// `NotFound` for a missing `from`, `AlreadyExists`, or the power being gone.
+    pub fn hard_link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut fs = lock(&self.fs);
+        fs.call()?;
+        let inode = fs.inode(from)?;
+        if fs.live.contains_key(to) {
+            return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+        }
+        fs.change(Change {
+            path: to.to_owned(),
+            inode: Some(inode),
+            removed: None,
+        });
+        Ok(())
+    }
+
+    /// Every file under `dir` (at any depth) as the running system sees it, with its bytes.
+    pub fn files_under(&self, dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+        let fs = lock(&self.fs);
+        fs.live
+            .iter()
+            .filter(|(p, _)| p.starts_with(dir))
+            .map(|(p, i)| (p.clone(), fs.files[i].data.clone()))
+            .collect()
     }
 
     /// The image found after losing power now: durable bytes and entries, plus a random part
