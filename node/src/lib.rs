@@ -51,6 +51,8 @@ pub struct NodeOptions {
     /// [`RECOVERY_CUT_BYTES`]), so a node that keeps crashing while it recovers still advances
     /// its frontiers.
     pub recovery_cut_bytes: Option<u64>,
+    /// Open the WAL on this I/O instead of the real file system (the power-loss model).
+    pub wal_io: Option<Arc<dyn ourios_wal::WalIo>>,
 }
 
 /// Recovery cuts after replaying this many payload bytes (and once after it finishes).
@@ -154,9 +156,13 @@ impl Node {
             ..WalConfig::new(config.wal_dir())
         };
         let wal_dir = config.wal_dir();
-        let (wal, opened) = tokio::task::spawn_blocking(move || Wal::open(wal_config))
-            .await?
-            .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
+        let wal_io = options.wal_io;
+        let (wal, opened) = tokio::task::spawn_blocking(move || match wal_io {
+            Some(io) => Wal::open_with_io(wal_config, io),
+            None => Wal::open(wal_config),
+        })
+        .await?
+        .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
         let wal = Arc::new(wal);
         let sealer = Arc::new(intents::WalSealer::new(Arc::clone(&wal)));
 

@@ -236,6 +236,14 @@ impl DurableLocalStore {
         &self.puts.root
     }
 
+    /// The file an object is kept in.
+    ///
+    /// # Errors
+    /// The location does not map to a file under the root.
+    pub fn path_of(&self, location: &Path) -> Result<PathBuf> {
+        self.inner.path_to_filesystem(location)
+    }
+
     async fn durable_put(
         &self,
         location: &Path,

@@ -206,11 +206,15 @@ pub(crate) fn object_path<'a>(prefix: &str, parts: impl IntoIterator<Item = &'a 
 pub(crate) type BoxFut<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
 /// An `ObjectStore` whose `put_opts` is the wrapper's own async method `$put` (same arguments)
-/// and whose every other method is passed to `self.inner`: for the wrappers that change only how
+/// and, given `get = $get`, whose `get_opts` is `$get`; every other method is passed to
+/// `self.inner`: for the wrappers that change only how
 /// a put behaves (`DurableLocalStore`, the test `FaultyStore`). The signatures are what
 /// `#[async_trait]` expands the trait's declarations to.
 macro_rules! object_store_with_put {
     ($put:ident) => {
+        $crate::store::object_store_with_put!($put, get = forward_get);
+    };
+    ($put:ident, get = $get:ident) => {
         fn put_opts<'life0, 'life1, 'async_trait>(
             &'life0 self,
             location: &'life1 object_store::path::Path,
@@ -251,7 +255,7 @@ macro_rules! object_store_with_put {
             'life1: 'async_trait,
             Self: 'async_trait,
         {
-            self.inner.get_opts(location, options)
+            $crate::store::object_store_with_put!(@get self, $get, location, options)
         }
 
         fn get_ranges<'life0, 'life1, 'life2, 'async_trait>(
@@ -311,6 +315,12 @@ macro_rules! object_store_with_put {
         {
             self.inner.copy_opts(from, to, options)
         }
+    };
+    (@get $self:ident, forward_get, $location:ident, $options:ident) => {
+        $self.inner.get_opts($location, $options)
+    };
+    (@get $self:ident, $get:ident, $location:ident, $options:ident) => {
+        Box::pin($self.$get($location, $options))
     };
 }
 pub(crate) use object_store_with_put;

@@ -1,5 +1,6 @@
-//! Test doubles (feature `testing`): a scriptable [`FaultyStore`], a [`Gate`] and a
-//! [`MemorySealer`].
+//! Test doubles (feature `testing`): a scriptable [`FaultyStore`], a [`Gate`], a
+//! [`MemorySealer`], and [`SimFs`], the local store's file operations on the WAL's power-loss
+//! model.
 //!
 //! `FaultyStore` wraps an `InMemory` store and, per put, consults a script: a rule matches a put
 //! by its global call index, by key prefix, or by its index among the puts under a prefix, and
@@ -333,4 +334,146 @@ impl crate::Sealer for MemorySealer {
         st.intents.push(intent.clone());
         Ok(())
     }
+}
+
+/// [`LocalFs`](crate::LocalFs) on the WAL's simulated file system
+/// ([`PowerLossIo`](ourios_wal::testing::power_loss::PowerLossIo)): what a put did not sync may
+/// be gone after [`PowerLossIo::crash`](ourios_wal::testing::power_loss::PowerLossIo::crash).
+#[derive(Debug, Clone)]
+pub struct SimFs(pub ourios_wal::testing::power_loss::PowerLossIo);
+
+impl crate::LocalFs for SimFs {
+    fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        ourios_wal::WalIo::create_dir_all(&self.0, dir)
+    }
+
+    fn write_new(&self, path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+        ourios_wal::WalIo::create_new(&self.0, path)?.write_all(bytes)
+    }
+
+    fn sync_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        ourios_wal::WalIo::open_append(&self.0, path)?.sync_data()
+    }
+
+    fn link_new(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.0.hard_link(from, to)
+    }
+
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        ourios_wal::WalIo::rename(&self.0, from, to)
+    }
+
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        ourios_wal::WalIo::remove_file(&self.0, path)
+    }
+
+    fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        ourios_wal::WalIo::sync_dir(&self.0, dir)
+    }
+}
+
+/// The `file://` store on the power-loss model: puts are a [`DurableLocalStore`]'s through
+/// [`SimFs`] (the code that ships), and `head` answers from the simulated file system (what a
+/// sealed unit's republish checks); other reads are not served (read a crash image with
+/// [`SimStore::objects`]).
+///
+/// [`DurableLocalStore`]: crate::DurableLocalStore
+#[derive(Debug)]
+pub struct SimStore {
+    inner: crate::DurableLocalStore,
+    sim: ourios_wal::testing::power_loss::PowerLossIo,
+}
+
+impl fmt::Display for SimStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimStore({})", self.inner)
+    }
+}
+
+impl SimStore {
+    /// A store rooted at `root` (an existing absolute directory; nothing is written there) on
+    /// `sim`.
+    ///
+    /// # Errors
+    /// As [`DurableLocalStore::with_fs`](crate::DurableLocalStore::with_fs).
+    pub fn new(
+        root: &std::path::Path,
+        sim: ourios_wal::testing::power_loss::PowerLossIo,
+    ) -> std::io::Result<SimStore> {
+        Ok(SimStore {
+            inner: crate::DurableLocalStore::with_fs(root, Arc::new(SimFs(sim.clone())))?,
+            sim,
+        })
+    }
+
+    /// Every object under the root of `image` (a crash image of this store's file system),
+    /// by store key, staging files left out.
+    pub fn objects(
+        root: &std::path::Path,
+        image: &ourios_wal::testing::power_loss::PowerLossIo,
+    ) -> BTreeMap<String, Vec<u8>> {
+        image
+            .files_under(root)
+            .into_iter()
+            .filter(|(p, _)| !p.to_string_lossy().contains('#'))
+            .filter_map(|(p, bytes)| {
+                let key = p.strip_prefix(root).ok()?.to_str()?.to_owned();
+                Some((key, bytes))
+            })
+            .collect()
+    }
+
+    async fn sim_put(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn sim_get(
+        &self,
+        location: &Path,
+        options: object_store::GetOptions,
+    ) -> Result<object_store::GetResult> {
+        if !options.head {
+            return Err(object_store::Error::NotImplemented {
+                operation: "get (read the crash image with SimStore::objects)".into(),
+                implementer: "SimStore".into(),
+            });
+        }
+        let path = self.inner.path_of(location)?;
+        let (_, size) = ourios_wal::WalIo::open_read(&self.sim, &path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                object_store::Error::NotFound {
+                    path: location.to_string(),
+                    source: Box::new(e),
+                }
+            } else {
+                object_store::Error::Generic {
+                    store: "SimStore",
+                    source: Box::new(e),
+                }
+            }
+        })?;
+        Ok(object_store::GetResult {
+            payload: object_store::GetResultPayload::Stream(Box::pin(futures::stream::empty())),
+            meta: object_store::ObjectMeta {
+                location: location.clone(),
+                last_modified: std::time::SystemTime::UNIX_EPOCH.into(),
+                size,
+                e_tag: None,
+                version: None,
+            },
+            range: 0..size,
+            attributes: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+}
+
+// Puts through the durable local store, heads from the simulation, everything else to `inner`.
+impl ObjectStore for SimStore {
+    crate::store::object_store_with_put!(sim_put, get = sim_get);
 }

@@ -10,6 +10,7 @@ mod hostile;
 mod identity;
 mod latch;
 mod pool;
+mod power_loss;
 mod recovery;
 mod support;
 mod terminal;

@@ -78,6 +78,7 @@ async fn recovery_cuts_while_replaying_so_a_crash_during_it_keeps_progress() {
             clock: None,
             install_metrics: true,
             recovery_cut_bytes: Some(1),
+            wal_io: None,
         },
     )
     .await;

@@ -64,6 +64,7 @@ pub(crate) async fn start(config: Config, store: &FaultyStore) -> Node {
             clock: None,
             install_metrics: true,
             recovery_cut_bytes: None,
+            wal_io: None,
         },
     )
     .await

@@ -156,6 +156,7 @@ async fn start_with_clock(cfg: ourios_node::Config, store: &FaultyStore, nanos: 
             ))),
             install_metrics: true,
             recovery_cut_bytes: None,
+            wal_io: None,
         },
     )
     .await

@@ -2,49 +2,14 @@
 //! run on the WAL's power-loss model through `LocalFs`, the code `file://` ships with.
 
 use std::collections::BTreeMap;
-use std::io;
-use std::path::{Path as FsPath, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions};
-use ourios_sinks::{DurableLocalStore, LocalFs};
-use ourios_wal::WalIo;
+use ourios_sinks::DurableLocalStore;
+use ourios_sinks::testing::SimFs;
 use ourios_wal::testing::power_loss::{CrashRng, PowerLossIo};
-
-/// `LocalFs` on the simulated file system.
-#[derive(Debug)]
-struct SimFs(PowerLossIo);
-
-impl LocalFs for SimFs {
-    fn create_dir_all(&self, dir: &FsPath) -> io::Result<()> {
-        self.0.create_dir_all(dir)
-    }
-
-    fn write_new(&self, path: &FsPath, bytes: &[u8]) -> io::Result<()> {
-        self.0.create_new(path)?.write_all(bytes)
-    }
-
-    fn sync_file(&self, path: &FsPath) -> io::Result<()> {
-        self.0.open_append(path)?.sync_data()
-    }
-
-    fn link_new(&self, from: &FsPath, to: &FsPath) -> io::Result<()> {
-        self.0.hard_link(from, to)
-    }
-
-    fn rename(&self, from: &FsPath, to: &FsPath) -> io::Result<()> {
-        self.0.rename(from, to)
-    }
-
-    fn remove_file(&self, path: &FsPath) -> io::Result<()> {
-        self.0.remove_file(path)
-    }
-
-    fn sync_dir(&self, dir: &FsPath) -> io::Result<()> {
-        self.0.sync_dir(dir)
-    }
-}
 
 /// A sealed unit's object: a create-only key and the one content every attempt puts.
 fn unit(i: u64) -> (String, Vec<u8>) {
