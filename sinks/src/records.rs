@@ -933,10 +933,15 @@ impl SharedParquetSink {
     /// whose audit events are not all durable (`is_durable_through(tenant, audit_watermark)`) is
     /// requeued at once (I3); the partition is encoded, and if the encoder rejects content the
     /// poisoned records are found, quarantined (event, counter, held until the event is durable)
-    /// and removed from the item, and the remainder is put; Ok settles it `Durable`; a store
-    /// error requeues it at once, before the next put starts (a permanent one is also reported).
-    /// A panic (in a put or the encoder) leaves the in-flight and pending partitions in `batch`,
-    /// whose `Drop` requeues them: one ambiguous put at most.
+    /// and removed from the item; with a sealer, the remainder is sealed (its key derived from
+    /// its records, its intent made durable; a refused seal requeues it unsealed) and put
+    /// create-only, a taken key settling it once the store confirms the object (RFC 0058);
+    /// without one, it is put under a fresh key. Ok settles it `Durable`; a store error
+    /// requeues it at once, before the next put starts (a permanent one is also reported). A
+    /// sealed partition (a retry) skips the quarantine and the seal: its content and key are
+    /// fixed. A panic (in a put or the encoder) leaves the in-flight and pending partitions in
+    /// `batch`, whose `Drop` requeues them: one ambiguous put at most, which a sealed unit's
+    /// retry then finds under its key.
     pub async fn publish_owned(&self, batch: &mut RecoverableBatch<Partition>) -> PublishReport {
         let mut report = PublishReport::default();
         let zstd = self.inner.config.zstd;
