@@ -906,7 +906,7 @@ impl SharedParquetSink {
     /// Seals `p` (RFC 0058): its key from its first record and the WAL identity, its intent
     /// made durable by `sealer`. Returns the key.
     fn seal(&self, sealer: &dyn Sealer, p: &Partition) -> Result<Path, String> {
-        let ranges = ranges_of(&p.records);
+        let ranges = ranges_of(p.records.iter().map(|r| r.id));
         if ranges.is_empty() {
             return Err("an empty unit is never sealed".to_owned());
         }

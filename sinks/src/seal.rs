@@ -26,7 +26,7 @@
 
 use std::fmt;
 
-use crate::types::{LogRecord, RecordId, Tenant};
+use crate::types::{RecordId, Tenant};
 
 /// The first bytes of every intent payload.
 pub const INTENT_MAGIC: [u8; 4] = [0xFF, b'O', b'I', 1];
@@ -59,9 +59,9 @@ impl IdRange {
     }
 }
 
-/// The ranges naming exactly `records`' ids, sorted, adjacent indices merged.
-pub fn ranges_of(records: &[LogRecord]) -> Vec<IdRange> {
-    let mut ids: Vec<RecordId> = records.iter().map(|r| r.id).collect();
+/// The ranges naming exactly `ids`, sorted, adjacent indices merged.
+pub fn ranges_of(ids: impl IntoIterator<Item = RecordId>) -> Vec<IdRange> {
+    let mut ids: Vec<RecordId> = ids.into_iter().collect();
     ids.sort_unstable();
     ids.dedup();
     let mut out: Vec<IdRange> = Vec::new();
@@ -281,32 +281,19 @@ mod tests {
     }
 
     #[test]
-    fn ranges_merge_adjacent_indices_per_frame() {
-        let ids = [(3, 0), (3, 1), (3, 2), (3, 4), (5, 0), (4, 7), (3, 3)];
-        let records: Vec<LogRecord> = ids
-            .iter()
-            .map(|&(lsn, index)| LogRecord {
-                wal_id: [0; 16],
-                id: RecordId { lsn, index },
-                tenant: Tenant::new("t"),
-                time_unix_nano: 1,
-                observed_time_unix_nano: 1,
-                severity_number: 9,
-                severity_text: String::new(),
-                template_key: [0; 16],
-                template_id: 1,
-                template_version: 1,
-                params: vec![],
-                body: None,
-                attributes: vec![],
-                resource_attributes: vec![],
-                trace_id: None,
-                span_id: None,
-                audit_watermark: 0,
-            })
-            .collect();
+    fn ranges_merge_adjacent_indices_per_frame_and_drop_repeats() {
+        let ids = [
+            (3, 0),
+            (3, 1),
+            (3, 2),
+            (3, 4),
+            (5, 0),
+            (4, 7),
+            (3, 3),
+            (4, 7),
+        ];
         assert_eq!(
-            ranges_of(&records),
+            ranges_of(ids.iter().map(|&(lsn, index)| RecordId { lsn, index })),
             vec![
                 IdRange {
                     lsn: 3,
