@@ -15,6 +15,33 @@ use ourios_wal::{Lsn, TenantId, Wal};
 /// The WAL tenant whose frames are publish intents. Refused as a client tenant.
 pub const INTENT_TENANT: &str = "_ourios.intents";
 
+/// The file in the data directory saying a release with publish intents has recovered it once:
+/// from then on every record put was sealed first, so a replayed record no intent names was
+/// never put. Without it, replay may republish what an earlier release put (RFC 0058 §Upgrade).
+const INTENTS_MARKER: &str = "publish-intents";
+
+/// Whether this data directory has been recovered by a release with publish intents.
+pub(crate) fn recovered_with_intents(data_dir: &std::path::Path) -> bool {
+    data_dir.join(INTENTS_MARKER).exists()
+}
+
+/// Records that it has (the file and its directory entry synced).
+///
+/// # Errors
+/// The file cannot be written or made durable.
+pub(crate) fn mark_recovered_with_intents(data_dir: &std::path::Path) -> std::io::Result<()> {
+    let path = data_dir.join(INTENTS_MARKER);
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::write(
+        &path,
+        b"records are sealed before they are put (RFC 0058)\n",
+    )?;
+    std::fs::File::open(&path)?.sync_all()?;
+    std::fs::File::open(data_dir)?.sync_all()
+}
+
 /// The [`TenantId`] of [`INTENT_TENANT`].
 pub(crate) fn intent_tenant() -> TenantId {
     TenantId::new(INTENT_TENANT).unwrap_or_else(|_| unreachable!("a valid tenant id"))

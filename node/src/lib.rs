@@ -77,8 +77,9 @@ pub struct Recovery {
     /// Publish intents above the horizon whose unit is rebuilt from replayed records and put
     /// again under its key (create-only: a copy that landed is found, not written twice).
     pub intents_resealed: u64,
-    /// Records replayed that no intent names, from a WAL that never held an intent: a node of
-    /// an earlier release may have put them (RFC 0058 §Upgrade), so they may be duplicates.
+    /// Records replayed that no intent names, by the first recovery of a WAL an earlier release
+    /// wrote (no `publish-intents` file in the data directory, no intent in the WAL): that
+    /// release may have put them (RFC 0058 §Upgrade), so they may be duplicates.
     pub pre_intent_records: u64,
 }
 
@@ -222,11 +223,13 @@ impl Node {
 
         let c = Arc::clone(&core);
         let cut_every = options.recovery_cut_bytes.unwrap_or(RECOVERY_CUT_BYTES);
-        let recovered = match tokio::task::spawn_blocking(move || recover(&c, cut_every)).await {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => Err(e),
-            Err(e) => Err(anyhow::anyhow!("recovery panicked: {e}")),
-        };
+        let upgrading = !intents::recovered_with_intents(&config.data_dir);
+        let recovered =
+            match tokio::task::spawn_blocking(move || recover(&c, cut_every, upgrading)).await {
+                Ok(Ok(r)) => Ok(r),
+                Ok(Err(e)) => Err(e),
+                Err(e) => Err(anyhow::anyhow!("recovery panicked: {e}")),
+            };
         let mut recovery = match recovered {
             Ok(r) => r,
             Err(e) => {
@@ -258,6 +261,9 @@ impl Node {
         // nothing mined there is nothing in flight). Units still incomplete (a frame whose
         // mining panicked) stay in the floor until a restart rebuilds them.
         core.records.recovery_done();
+        intents::mark_recovered_with_intents(&config.data_dir).with_context(|| {
+            format!("recording publish intents in {}", config.data_dir.display())
+        })?;
 
         let (stop, stop_rx) = watch::channel(false);
         let (sweep_tx, sweep_rx) = mpsc::channel(4);
@@ -345,12 +351,15 @@ impl Node {
 /// `cut_every` payload bytes replayed it runs a cut, so a crash during a long recovery does not
 /// start it over; a tenant still regenerating is marked in flight, so such a cut takes no
 /// snapshot of a miner that is behind its frontier.
-fn recover(core: &Arc<Core>, cut_every: u64) -> anyhow::Result<Recovery> {
+fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<Recovery> {
     let mut recovery = Recovery::default();
     let runtime = tokio::runtime::Handle::current();
     let mut regenerating: Vec<Arc<crate::core::TenantState>> = Vec::new();
     let intent_tenant = intents::intent_tenant();
-    let mut any_intent = core.wal.marks(&intent_tenant) != ourios_wal::Marks::default();
+    // Only the first recovery by this release of a WAL an earlier release wrote can replay
+    // records that were put without an intent.
+    let mut any_intent =
+        !upgrading || core.wal.marks(&intent_tenant) != ourios_wal::Marks::default();
     // Pass 1 (RFC 0058): every intent above the horizon, before anything is mined, tells the
     // sink which replayed records rebuild which sealed unit and which are in the store already.
     for frame in core.wal.replay() {

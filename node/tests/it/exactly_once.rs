@@ -164,3 +164,39 @@ async fn the_intent_tenant_is_refused_to_clients() {
     assert_eq!(node.core.wal().stats().durable_lsn, before);
     node.shutdown().await.unwrap();
 }
+
+/// RFC0058.12 (upgrade): replayed records no intent names are counted as possible duplicates
+/// only on the first recovery of a data directory an earlier release wrote. A fresh node that
+/// crashes before its first publish counts none (they were never put); the same WAL without
+/// the `publish-intents` file (as an earlier release leaves it) counts every replayed record.
+///
+/// Mutation check: in `Node::start`, drop the `mark_recovered_with_intents` call: the fresh
+/// node's restart counts its replayed records as possible duplicates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pre_intent_replays_are_counted_only_on_an_upgrade() {
+    // Failpoints are process-wide: share the scenario lock with the tests that arm them.
+    let _scenario = fail::FailScenario::setup();
+    for upgrade in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FaultyStore::new();
+        let cfg = config(dir.path(), inline);
+        let node = start(cfg.clone(), &store).await;
+        ingest(&node, "t", &lines(3, 0)).await;
+        crash(node).await;
+        if upgrade {
+            // What an earlier release leaves: the same WAL, no intents, no file.
+            std::fs::remove_file(dir.path().join("publish-intents")).unwrap();
+        }
+
+        let node = start(cfg.clone(), &store).await;
+        assert_eq!(node.recovery.mined, 1, "{:?}", node.recovery);
+        let want = if upgrade { 3 } else { 0 };
+        assert_eq!(
+            node.recovery.pre_intent_records, want,
+            "upgrade={upgrade}: {:?}",
+            node.recovery
+        );
+        assert!(dir.path().join("publish-intents").exists());
+        node.shutdown().await.unwrap();
+    }
+}
