@@ -284,3 +284,61 @@ fn a_new_store_s_cleanup_never_fails_its_first_puts() {
         });
     }
 }
+
+/// `StdFs`, except that the first staging name tried is taken (another process's put, or a
+/// crash's leftover younger than the cleanup margin, holds it).
+#[derive(Debug, Default)]
+struct FirstStagingTaken {
+    fs: ourios_sinks::StdFs,
+    taken: std::sync::atomic::AtomicBool,
+}
+
+impl ourios_sinks::LocalFs for FirstStagingTaken {
+    fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.fs.create_dir_all(dir)
+    }
+
+    fn write_new(&self, path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+        if !self.taken.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::ErrorKind::AlreadyExists.into());
+        }
+        self.fs.write_new(path, bytes)
+    }
+
+    fn sync_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.fs.sync_file(path)
+    }
+
+    fn link_new(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.fs.link_new(from, to)
+    }
+
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.fs.rename(from, to)
+    }
+
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.fs.remove_file(path)
+    }
+
+    fn sync_dir(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        self.fs.sync_dir(dir)
+    }
+}
+
+/// A staging name that is taken is skipped for the next one, not turned into a failed put.
+///
+/// Mutation check: in `Puts::put`, make the staging loop's `AlreadyExists` guard `false`: the
+/// put fails (cargo-mutants found this one missed before the test existed).
+#[test]
+fn a_taken_staging_name_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let fs = std::sync::Arc::new(FirstStagingTaken::default());
+    let store = ourios_sinks::DurableLocalStore::with_fs(&root, fs).unwrap();
+    block_on(store.put(&Path::from("records/a/x.parquet"), vec![7u8].into())).unwrap();
+    assert_eq!(
+        std::fs::read(root.join("records/a/x.parquet")).unwrap(),
+        [7]
+    );
+}
