@@ -285,21 +285,25 @@ fn a_new_store_s_cleanup_never_fails_its_first_puts() {
     }
 }
 
-/// `StdFs`, except that the first staging name tried is taken (another process's put, or a
-/// crash's leftover younger than the cleanup margin, holds it).
+/// `StdFs`, except for what a test scripts: the first staging name taken (another process's
+/// put, or a crash's leftover younger than the cleanup margin, holds it), links failing.
 #[derive(Debug, Default)]
-struct FirstStagingTaken {
+struct ScriptedFs {
     fs: ourios_sinks::StdFs,
-    taken: std::sync::atomic::AtomicBool,
+    staging_taken_once: std::sync::atomic::AtomicBool,
+    link_fails: Option<std::io::ErrorKind>,
 }
 
-impl ourios_sinks::LocalFs for FirstStagingTaken {
+impl ourios_sinks::LocalFs for ScriptedFs {
     fn create_dir_all(&self, dir: &std::path::Path) -> std::io::Result<()> {
         self.fs.create_dir_all(dir)
     }
 
     fn write_new(&self, path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-        if !self.taken.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        if self
+            .staging_taken_once
+            .swap(false, std::sync::atomic::Ordering::Relaxed)
+        {
             return Err(std::io::ErrorKind::AlreadyExists.into());
         }
         self.fs.write_new(path, bytes)
@@ -310,7 +314,10 @@ impl ourios_sinks::LocalFs for FirstStagingTaken {
     }
 
     fn link_new(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-        self.fs.link_new(from, to)
+        match self.link_fails {
+            Some(kind) => Err(kind.into()),
+            None => self.fs.link_new(from, to),
+        }
     }
 
     fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
@@ -334,11 +341,45 @@ impl ourios_sinks::LocalFs for FirstStagingTaken {
 fn a_taken_staging_name_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
-    let fs = std::sync::Arc::new(FirstStagingTaken::default());
-    let store = ourios_sinks::DurableLocalStore::with_fs(&root, fs).unwrap();
+    let fs = ScriptedFs {
+        staging_taken_once: true.into(),
+        ..ScriptedFs::default()
+    };
+    let store = ourios_sinks::DurableLocalStore::with_fs(&root, std::sync::Arc::new(fs)).unwrap();
     block_on(store.put(&Path::from("records/a/x.parquet"), vec![7u8].into())).unwrap();
     assert_eq!(
         std::fs::read(root.join("records/a/x.parquet")).unwrap(),
         [7]
     );
+}
+
+/// Only a taken name answers `AlreadyExists` (which lets a sealed unit settle): a create-only
+/// put whose link fails otherwise is an error of its own, and leaves no staging file or object.
+///
+/// Mutation check: in `Puts::put`, make the `create && AlreadyExists` guard `true`, or its `&&`
+/// an `||`: the failed link answers `AlreadyExists` (cargo-mutants found both missed before the
+/// test existed).
+#[test]
+fn a_failed_link_is_not_already_exists() {
+    use object_store::{ObjectStore, PutMode, PutOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    let fs = ScriptedFs {
+        link_fails: Some(std::io::ErrorKind::PermissionDenied),
+        ..ScriptedFs::default()
+    };
+    let store = ourios_sinks::DurableLocalStore::with_fs(&root, std::sync::Arc::new(fs)).unwrap();
+    let opts = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    let put = block_on(store.put_opts(&Path::from("records/a/x.parquet"), vec![7u8].into(), opts));
+    match put {
+        Err(object_store::Error::AlreadyExists { .. }) | Ok(_) => {
+            panic!("a failed link must be an error of its own: {put:?}")
+        }
+        Err(_) => {}
+    }
+    let left: Vec<_> = std::fs::read_dir(root.join("records/a")).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
 }
