@@ -47,10 +47,16 @@ fn a_sealed_unit_is_never_merged_and_keeps_its_key() {
             "a sealed unit waiting for its republish holds the floor"
         );
 
+        assert_eq!(rig.sink.buffered_records(), 3, "the sealed unit is held");
         let _ = rig.sink.append(rec("a", 2, 0, T0 + 1, 0));
         let mut slot = Vec::new();
         rig.sink.drain_all(&mut slot);
         assert_eq!(slot.len(), 2, "the sealed unit and the newer record apart");
+        assert_eq!(
+            (rig.sink.buffered_records(), rig.sink.buffered_bytes()),
+            (0, 0),
+            "both left the buffer with their accounting"
+        );
         assert_eq!(
             slot[0].sealed.as_deref(),
             Some(sealer.intents()[0].path.as_str())
@@ -174,7 +180,7 @@ fn intent(path: &str, ranges: &[(u64, u32, u32)]) -> Intent {
 /// arrival; records an unlanded intent names rebuild its unit, which holds the floor while it
 /// is incomplete, joins the sealed list when complete, and is put under the intent's key;
 /// records no intent names are buffered as usual. A record replayed twice does not stand in
-/// for one still missing.
+/// for one still missing, and is counted once. After `recovery_done` nothing is routed.
 ///
 /// Mutation check: in `Recovering::unit_of`, return `None` always: the unit's records are
 /// published under a fresh key and the intent's key never appears.
@@ -203,7 +209,19 @@ fn recovery_routes_replayed_records_to_their_units() {
     let _ = rig.sink.append(rec("a", 7, 0, T0, 0));
     assert_eq!(rig.sink.rebuilding_units(), 0);
     assert_eq!(rig.sink.sealed_units(), 1);
+    // The repeated record is counted once: the sealed unit's three and the open one.
+    let held = [(5, 0), (5, 1), (7, 0), (6, 3)];
+    assert_eq!(rig.sink.buffered_records(), held.len());
+    assert_eq!(
+        rig.sink.buffered_bytes(),
+        held.iter()
+            .map(|&(lsn, i)| rec("a", lsn, i, T0, 0).estimated_bytes())
+            .sum::<usize>()
+    );
     rig.sink.recovery_done();
+    // Routing ends with recovery: a record with a landed id is an ordinary one now.
+    let _ = rig.sink.append(rec("a", 6, 0, T0, 0));
+    assert_eq!(rig.sink.buffered_records(), held.len() + 1);
 
     block_on(async {
         let mut slot = Vec::new();
@@ -211,9 +229,13 @@ fn recovery_routes_replayed_records_to_their_units() {
         let mut batch = rig.record_batch(slot);
         assert!(rig.sink.publish_owned(&mut batch).await.all_durable());
     });
+    assert_eq!(
+        (rig.sink.buffered_records(), rig.sink.buffered_bytes()),
+        (0, 0)
+    );
     assert!(record_keys(&rig).contains(&key.to_owned()));
     let stored = block_on(rig.stored());
     let ids: Vec<(u64, u32)> = stored.keys().map(|id| (id.lsn, id.index)).collect();
-    assert_eq!(ids, vec![(5, 0), (5, 1), (6, 3), (7, 0)]);
+    assert_eq!(ids, vec![(5, 0), (5, 1), (6, 0), (6, 3), (7, 0)]);
     assert!(stored.values().all(|&n| n == 1), "{stored:?}");
 }
