@@ -43,11 +43,6 @@ pub struct IdRange {
 }
 
 impl IdRange {
-    /// Whether `id` is in the range.
-    pub fn contains(&self, id: RecordId) -> bool {
-        id.lsn == self.lsn && (self.first..=self.last).contains(&id.index)
-    }
-
     /// How many records the range names.
     pub fn len(&self) -> usize {
         (self.last - self.first) as usize + 1
