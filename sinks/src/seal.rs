@@ -43,14 +43,9 @@ pub struct IdRange {
 }
 
 impl IdRange {
-    /// How many records the range names.
-    pub fn len(&self) -> usize {
+    /// How many records the range names (at least one).
+    pub(crate) fn len(&self) -> usize {
         (self.last - self.first) as usize + 1
-    }
-
-    /// Never true (a range names at least one record); for clippy's `len` convention.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 }
 
