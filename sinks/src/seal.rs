@@ -281,6 +281,8 @@ mod tests {
             (4, 7),
             (3, 3),
             (4, 7),
+            // Follows (5, 0): adjacent indices of another frame are not merged.
+            (6, 1),
         ];
         assert_eq!(
             ranges_of(ids.iter().map(|&(lsn, index)| RecordId { lsn, index })),
@@ -300,8 +302,30 @@ mod tests {
                     first: 0,
                     last: 0
                 },
+                IdRange {
+                    lsn: 6,
+                    first: 1,
+                    last: 1
+                },
             ]
         );
+    }
+
+    #[test]
+    fn an_intent_counts_its_records_and_spans_its_frames() {
+        let i = intent(vec![
+            IdRange {
+                lsn: 9,
+                first: 3,
+                last: 7,
+            },
+            IdRange {
+                lsn: 4,
+                first: 2,
+                last: 2,
+            },
+        ]);
+        assert_eq!((i.records(), i.min_lsn(), i.max_lsn()), (6, 4, 9));
     }
 
     #[test]
