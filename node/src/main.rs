@@ -45,14 +45,26 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let r = &node.recovery;
     eprintln!(
         "ourios: listening on http://{} (POST /v1/logs, GET /metrics, GET /healthz, GET /readyz); WAL in {}, store {}; \
-         recovered {} frames ({} re-mined for state, {} skipped)",
+         recovered {} frames ({} re-mined for state, {} skipped) and {} publish intents ({} \
+         landed, {} republished under their key)",
         node.addr,
         data.join("wal").display(),
         store,
         r.mined,
         r.regenerated,
-        r.skipped
+        r.skipped,
+        r.intents_landed + r.intents_resealed,
+        r.intents_landed,
+        r.intents_resealed
     );
+    if r.pre_intent_records > 0 {
+        eprintln!(
+            "ourios: {} replayed records were written before publish intents existed here; an \
+             earlier release may have stored them already (counted as duplicates, \
+             cause=pre_intent_replay)",
+            r.pre_intent_records
+        );
+    }
     shutdown_signal().await;
     eprintln!("ourios: shutting down: final cut");
     let report = node.shutdown().await?;
