@@ -14,7 +14,7 @@ use crate::encode::{EncodeError, encode_records, find_poisoned};
 use crate::metrics;
 use crate::seal::{Intent, Sealer, ranges_of, sealed_name};
 use crate::store::{ErrorClass, classify, object_path, unique_name};
-use crate::sync::{Arc, Mutex, lock};
+use crate::sync::{Arc, AtomicBool, Mutex, Ordering, lock};
 use crate::types::{DeriveError, LogRecord, Partition, PartitionKey, RecordId, Tenant};
 
 /// Record sink configuration.
@@ -178,10 +178,6 @@ struct Rebuilding {
 }
 
 impl Recovering {
-    fn is_empty(&self) -> bool {
-        self.expected.is_empty() && self.landed.is_empty()
-    }
-
     fn landed(&self, id: RecordId) -> bool {
         self.landed
             .get(&id.lsn)
@@ -225,9 +221,6 @@ impl RecordState {
     /// added to the unit an intent names (a complete unit joins the sealed list). Gives the
     /// record back when no intent names it.
     fn route(&mut self, record: LogRecord) -> Option<LogRecord> {
-        if self.recovering.is_empty() {
-            return Some(record);
-        }
         if self.recovering.landed(record.id) {
             ::metrics::counter!(metrics::SINK_REPLAY_LANDED).increment(1);
             return None;
@@ -397,6 +390,9 @@ struct RecordInner {
     config: RecordSinkConfig,
     epoch_source: Mutex<Option<EpochSource>>,
     sealer: Mutex<Option<Arc<dyn Sealer>>>,
+    /// Whether recovery's routing is in force, so `append` takes the state lock for it only
+    /// then. Release: set after the routing is in `state`; Acquire: read before routing.
+    routing: AtomicBool,
     state: Mutex<RecordState>,
 }
 
@@ -442,6 +438,7 @@ impl SharedParquetSink {
                 config,
                 epoch_source: Mutex::new(None),
                 sealer: Mutex::new(None),
+                routing: AtomicBool::new(false),
                 state: Mutex::new(RecordState::default()),
             }),
         }
@@ -487,6 +484,8 @@ impl SharedParquetSink {
                 .or_default()
                 .push((r.first, r.last, unit));
         }
+        drop(st);
+        self.inner.routing.store(true, Ordering::Release);
     }
 
     /// Recovery: the replayed records `intent` names are in the store already (its unit
@@ -500,12 +499,15 @@ impl SharedParquetSink {
                 .or_default()
                 .push((r.first, r.last));
         }
+        drop(st);
+        self.inner.routing.store(true, Ordering::Release);
     }
 
     /// Recovery is over: forget its routing. Units still incomplete (a frame whose mining
     /// panicked) stay counted in the floor, so no frontier passes their records; the next
     /// start rebuilds them.
     pub fn recovery_done(&self) {
+        self.inner.routing.store(false, Ordering::Release);
         let mut st = lock(&self.inner.state);
         st.recovering.expected.clear();
         st.recovering.landed.clear();
@@ -629,6 +631,10 @@ impl SharedParquetSink {
 
     /// Recovery's routing (RFC 0058): `None` when the record went to a unit or was dropped.
     fn route(&self, record: LogRecord) -> Option<LogRecord> {
+        // Outside recovery (nearly always) the append path takes no lock for this.
+        if !self.inner.routing.load(Ordering::Acquire) {
+            return Some(record);
+        }
         let mut st = lock(&self.inner.state);
         let out = st.route(record);
         if out.is_none() {

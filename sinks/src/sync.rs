@@ -7,7 +7,7 @@
 //! whose loom models cover it; this crate is not built under `cfg(loom)` because its I/O stack
 //! (tokio, object_store, parquet) is not.
 
-pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 /// Lock `mutex`, recovering it if a panicking thread poisoned it.
