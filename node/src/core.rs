@@ -493,9 +493,15 @@ impl Core {
     async fn stamp_intent_horizon(&self) {
         let tenant = crate::intents::intent_tenant();
         let wal = &self.wal;
+        // Every tenant's frontier read once, not once per live intent.
+        let frontiers: BTreeMap<String, u64> = wal
+            .all_marks()
+            .into_iter()
+            .map(|(t, m)| (t.as_str().to_owned(), m.frontier.0))
+            .collect();
         let horizon = self
             .sealer
-            .horizon(|t| TenantId::new(t).map_or(0, |t| wal.marks(&t).frontier.0));
+            .horizon(|t| frontiers.get(t).copied().unwrap_or(0));
         ::metrics::gauge!(metrics::INTENTS_LIVE).set(self.sealer.live_intents() as f64);
         let Some(horizon) = horizon else { return };
         if horizon <= wal.marks(&tenant).frontier {
