@@ -1,9 +1,12 @@
 //! Parquet encoding of record partitions and audit groups, and finding poisoned records.
 //!
-//! A record partition is one Arrow `RecordBatch` written by a synchronous `ArrowWriter` into a
-//! `Vec<u8>`, then stored with one put. The record schema is readable by any Parquet reader; the
-//! stable record id is the pair (`record_lsn`, `record_index`).
+//! A record partition is written by one synchronous `ArrowWriter` into a `Vec<u8>`, then stored
+//! with one put. The writer is fed consecutive Arrow `RecordBatch`es of at most
+//! [`ENCODE_CHUNK_BYTES`] of strings each, so no partition, however large, reaches the i32
+//! offset limit of Arrow's string and list arrays. The record schema is readable by any Parquet
+//! reader; the stable record id is (`wal_id`, `record_lsn`, `record_index`).
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use arrow_array::builder::{
@@ -98,6 +101,13 @@ pub enum EncodeError {
     /// The Parquet writer failed.
     #[error("parquet rejected the batch: {0}")]
     Parquet(#[from] ParquetError),
+    /// Arrow or the Parquet writer panicked; the panic is contained here and the records are
+    /// handled like any other encode failure (bisected, the culprits quarantined).
+    #[error("the encoder panicked: {message}")]
+    Panicked {
+        /// The panic's message, when it had one.
+        message: String,
+    },
 }
 
 impl EncodeError {
@@ -109,6 +119,7 @@ impl EncodeError {
             Self::ValueTooLarge { .. } => "value_too_large",
             Self::Arrow(_) => "arrow",
             Self::Parquet(_) => "parquet",
+            Self::Panicked { .. } => "encoder_panic",
         }
     }
 }
@@ -310,9 +321,77 @@ fn write_parquet(batch: &RecordBatch, zstd: bool) -> Result<Vec<u8>, EncodeError
     Ok(writer.into_inner()?)
 }
 
-/// Encode `records` as one Parquet file (ZSTD unless `zstd` is false).
+/// The most record bytes (by [`LogRecord::estimated_bytes`], strings included) one Arrow batch
+/// of a partition's encode holds; a batch holds one record at least. Far below the 2 GiB an
+/// Arrow string or list array can address, so a partition of any size encodes, and the Arrow
+/// memory of an encode beside its records and output stays bounded.
+pub const ENCODE_CHUNK_BYTES: usize = 64 << 20;
+
+/// `records` cut into consecutive runs of at most `limit` estimated bytes (one record at least).
+fn chunks(records: &[LogRecord], limit: usize) -> impl Iterator<Item = &[LogRecord]> {
+    let mut rest = records;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut bytes = 0usize;
+        let mut n = 0;
+        for r in rest {
+            bytes = bytes.saturating_add(r.estimated_bytes());
+            if n > 0 && bytes > limit {
+                break;
+            }
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+/// Encode `records` as one Parquet file (ZSTD unless `zstd` is false), fed to the writer in
+/// batches of at most [`ENCODE_CHUNK_BYTES`]. A panic in Arrow or the writer is contained and
+/// returned as [`EncodeError::Panicked`].
 pub fn encode_records(records: &[LogRecord], zstd: bool) -> Result<Vec<u8>, EncodeError> {
-    write_parquet(&record_batch(records)?, zstd)
+    encode_records_in(records, zstd, ENCODE_CHUNK_BYTES)
+}
+
+/// [`encode_records`] with batches of at most `chunk_bytes`.
+fn encode_records_in(
+    records: &[LogRecord],
+    zstd: bool,
+    chunk_bytes: usize,
+) -> Result<Vec<u8>, EncodeError> {
+    // Everything the closure touches is its own or read-only: nothing is left half-changed.
+    catch_unwind(AssertUnwindSafe(|| {
+        // Test hook (compiled out unless `failpoints`): Arrow or the writer panics.
+        fail::fail_point!("sinks::encode::records", |_| panic!(
+            "encoder panic injected by failpoint"
+        ));
+        let mut batches = chunks(records, chunk_bytes);
+        let first = record_batch(batches.next().unwrap_or_default())?;
+        let mut writer = ArrowWriter::try_new(Vec::new(), first.schema(), Some(properties(zstd)))?;
+        writer.write(&first)?;
+        drop(first);
+        for chunk in batches {
+            writer.write(&record_batch(chunk)?)?;
+        }
+        Ok(writer.into_inner()?)
+    }))
+    .unwrap_or_else(|panic| {
+        Err(EncodeError::Panicked {
+            message: panic_message(panic.as_ref()),
+        })
+    })
+}
+
+/// The text of a panic payload (`&str` or `String`), or a placeholder.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Find the records the encoder rejects: each per-record check first, then, if the rest still
@@ -541,4 +620,137 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
         ),
     ];
     write_parquet(&batch_of(columns)?, zstd)
+}
+
+#[cfg(test)]
+mod tests {
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+
+    use super::*;
+    use crate::types::Tenant;
+
+    fn record(lsn: u64, body: String) -> LogRecord {
+        LogRecord {
+            wal_id: [7; 16],
+            id: RecordId { lsn, index: 0 },
+            tenant: Tenant::new("t"),
+            time_unix_nano: 1_700_000_000_000_000_000,
+            observed_time_unix_nano: 0,
+            severity_number: 9,
+            severity_text: "INFO".to_owned(),
+            template_key: [1; 16],
+            template_id: 0,
+            template_version: 0,
+            params: vec![format!("p{lsn}")],
+            body: Some(body),
+            attributes: vec![("k".to_owned(), lsn.to_string())],
+            resource_attributes: Vec::new(),
+            trace_id: None,
+            span_id: None,
+            audit_watermark: 0,
+        }
+    }
+
+    /// The record lsns of an encoded file, in row order, and its row-group count.
+    fn lsns_of(bytes: Vec<u8>) -> (Vec<u64>, usize) {
+        let bytes = bytes::Bytes::from(bytes);
+        let groups = SerializedFileReader::new(bytes.clone())
+            .unwrap()
+            .metadata()
+            .num_row_groups();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        let mask = parquet::arrow::ProjectionMask::columns(
+            builder.parquet_schema(),
+            [columns::RECORD_LSN],
+        );
+        let mut lsns = Vec::new();
+        for batch in builder.with_projection(mask).build().unwrap() {
+            let batch = batch.unwrap();
+            let col = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<UInt64Array>()
+                .unwrap();
+            lsns.extend(col.values().iter().copied());
+        }
+        (lsns, groups)
+    }
+
+    /// Chunks cover the records in order, each within the limit unless it is one record.
+    #[test]
+    fn chunks_cover_in_order_within_the_limit() {
+        let records: Vec<LogRecord> = (1..=40)
+            .map(|i| record(i, "x".repeat((i as usize * 37) % 300)))
+            .collect();
+        for limit in [0, 1, 500, 2_000, usize::MAX] {
+            let parts: Vec<&[LogRecord]> = chunks(&records, limit).collect();
+            let flat: Vec<u64> = parts
+                .iter()
+                .flat_map(|c| c.iter().map(|r| r.id.lsn))
+                .collect();
+            assert_eq!(flat, (1..=40).collect::<Vec<_>>(), "limit {limit}");
+            for c in &parts {
+                let bytes: usize = c.iter().map(LogRecord::estimated_bytes).sum();
+                assert!(
+                    c.len() == 1 || bytes <= limit,
+                    "limit {limit}: {bytes} in {}",
+                    c.len()
+                );
+            }
+            if limit == usize::MAX {
+                assert_eq!(parts.len(), 1);
+            }
+            if limit <= 1 {
+                assert_eq!(parts.len(), 40, "one record per chunk");
+            }
+        }
+        assert_eq!(chunks(&[], 10).count(), 0);
+    }
+
+    /// A partition fed in many batches is the same rows, in order, as one fed in one.
+    #[test]
+    fn a_chunked_encode_holds_every_record_in_order() {
+        let records: Vec<LogRecord> = (1..=50).map(|i| record(i, format!("line {i}"))).collect();
+        let (one, _) = lsns_of(encode_records_in(&records, true, usize::MAX).unwrap());
+        let (many, _) = lsns_of(encode_records_in(&records, true, 1).unwrap());
+        assert_eq!(one, (1..=50).collect::<Vec<_>>());
+        assert_eq!(many, one);
+    }
+
+    /// A partition whose body column alone holds more than 2 GiB (what an Arrow string array's
+    /// i32 offsets can address) encodes, and every record is in the file. Fed as one batch,
+    /// Arrow's builder overflows its offsets (a panic, or an error) on every try.
+    #[test]
+    fn a_partition_past_two_gib_of_strings_encodes() {
+        let body = "y".repeat(1 << 20);
+        let n = 2_100u64; // 2 100 MiB of bodies: past i32::MAX bytes
+        let records: Vec<LogRecord> = (1..=n).map(|i| record(i, body.clone())).collect();
+        let total: usize = records
+            .iter()
+            .map(|r| r.body.as_ref().map_or(0, String::len))
+            .sum();
+        assert!(
+            i32::try_from(total).is_err(),
+            "the bodies pass the i32 offset range"
+        );
+        let bytes = encode_records(&records, true).expect("a partition of any size encodes");
+        drop(records);
+        let (lsns, groups) = lsns_of(bytes);
+        assert_eq!(lsns, (1..=n).collect::<Vec<_>>());
+        assert!(groups >= 1);
+    }
+
+    /// A panic inside the encode is returned as an error, not unwound into the caller.
+    #[test]
+    fn an_encoder_panic_is_an_encode_error() {
+        let scenario = fail::FailScenario::setup();
+        fail::cfg("sinks::encode::records", "1*panic->off").unwrap();
+        let err = encode_records(&[record(1, "a".to_owned())], true).unwrap_err();
+        assert!(matches!(err, EncodeError::Panicked { .. }), "{err:?}");
+        assert_eq!(err.error_type(), "encoder_panic");
+        assert!(err.to_string().contains("sinks::encode::records"), "{err}");
+        assert!(encode_records(&[record(1, "a".to_owned())], true).is_ok());
+        drop(scenario);
+    }
 }

@@ -49,8 +49,8 @@ pub use audit::{
     TenantAudit, derive_audit_partition,
 };
 pub use encode::{
-    EncodeError, audit_columns, columns, encode_audit, encode_records, find_poisoned,
-    validate_record,
+    ENCODE_CHUNK_BYTES, EncodeError, audit_columns, columns, encode_audit, encode_records,
+    find_poisoned, validate_record,
 };
 pub use local::{DirSync, DurableLocalStore, FsyncDir, LocalFs, StdFs, remove_staging_files};
 pub use read::{
