@@ -8,7 +8,10 @@
 //! - The handoff of each record happens inside `SharedParquetSink::append`, before its trigger.
 //! - The supervisor respawns a worker only when its exit was a panic (never on the normal exit
 //!   a closed channel produces), counts it, and drains and requeues whatever is still queued
-//!   when the pool stops.
+//!   when the pool stops. A worker that cannot be spawned (no thread to be had) is counted and
+//!   not retried; when none is left, or the supervisor itself unwinds, it disconnects the pool
+//!   first and then requeues every queued batch, so no acknowledged batch is dropped with the
+//!   receiver.
 //! - `submit` on a disconnected pool appends through `buffer_only`, still acknowledges, and
 //!   counts `ourios.ingest.encode_fallback`.
 
@@ -56,7 +59,8 @@ fn disconnected_by_failpoint() -> bool {
 /// supervisor.
 #[derive(Debug)]
 pub(crate) struct EncodePool {
-    tx: Mutex<Option<SyncSender<EncodeBatch>>>,
+    /// Shared with the supervisor, which takes it when it ends: a later `submit` falls back.
+    tx: Arc<Mutex<Option<SyncSender<EncodeBatch>>>>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
     records: SharedParquetSink,
 }
@@ -70,18 +74,34 @@ impl EncodePool {
         coordinator: PublishCoordinator,
     ) -> Self {
         let (tx, rx) = sync_channel::<EncodeBatch>(bound);
+        let tx = Arc::new(Mutex::new(Some(tx)));
         let ctx = Arc::new(WorkerCtx {
             rx: Mutex::new(rx),
             records: records.clone(),
             coordinator,
         });
+        let end = SupervisorEnd {
+            tx: Arc::clone(&tx),
+            ctx: Arc::clone(&ctx),
+        };
         let supervisor = std::thread::Builder::new()
             .name("ourios-encode-supervisor".into())
-            .spawn(move || supervise(ctx, workers.max(1)))
-            .expect("spawning the encode supervisor");
+            .spawn(move || {
+                let _end = end;
+                supervise(&ctx, workers.max(1));
+            });
+        let supervisor = match supervisor {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                // No thread for the supervisor: the pool starts disconnected (its end ran when
+                // the closure was dropped) and every submit takes the counted fallback.
+                eprintln!("ourios: the encode pool could not start ({e}); mining appends inline");
+                None
+            }
+        };
         Self {
-            tx: Mutex::new(Some(tx)),
-            supervisor: Mutex::new(Some(supervisor)),
+            tx,
+            supervisor: Mutex::new(supervisor),
             records,
         }
     }
@@ -168,11 +188,16 @@ impl Drop for ExitSignal {
     }
 }
 
+/// Spawns worker `id`; `Err` when the system has no thread to give (the caller counts it).
 fn spawn_worker(
     ctx: &Arc<WorkerCtx>,
     id: usize,
     exits: &std::sync::mpsc::Sender<Exit>,
-) -> JoinHandle<()> {
+) -> std::io::Result<JoinHandle<()>> {
+    // Test hook (compiled out unless `failpoints`): the thread cannot be spawned.
+    fail::fail_point!("node::pool::spawn", |_| Err(std::io::Error::other(
+        "worker spawn refused by failpoint"
+    )));
     let ctx = Arc::clone(ctx);
     let signal = ExitSignal {
         id,
@@ -184,15 +209,32 @@ fn spawn_worker(
             let _signal = signal;
             work(&ctx);
         })
-        .expect("spawning an encode worker")
 }
 
-fn supervise(ctx: Arc<WorkerCtx>, workers: usize) {
+/// Spawns worker `id`, counting a failure; `None` when it could not be spawned.
+fn try_spawn(
+    ctx: &Arc<WorkerCtx>,
+    id: usize,
+    exits: &std::sync::mpsc::Sender<Exit>,
+) -> Option<JoinHandle<()>> {
+    match spawn_worker(ctx, id, exits) {
+        Ok(handle) => Some(handle),
+        Err(e) => {
+            ::metrics::counter!(metrics::ENCODE_WORKER_SPAWN_FAILURES).increment(1);
+            eprintln!("ourios: encode worker {id} could not be spawned: {e}");
+            None
+        }
+    }
+}
+
+/// Runs until every worker has ended: normally (the queue closed and emptied) or by a panic
+/// whose respawn failed. [`SupervisorEnd`] then disconnects and empties the queue.
+fn supervise(ctx: &Arc<WorkerCtx>, workers: usize) {
     let (exits_tx, exits_rx) = channel::<Exit>();
     let mut handles: Vec<Option<JoinHandle<()>>> = (0..workers)
-        .map(|id| Some(spawn_worker(&ctx, id, &exits_tx)))
+        .map(|id| try_spawn(ctx, id, &exits_tx))
         .collect();
-    let mut alive = workers;
+    let mut alive = handles.iter().filter(|h| h.is_some()).count();
     while alive > 0 {
         let Ok((id, panicked)) = exits_rx.recv() else {
             break;
@@ -202,17 +244,39 @@ fn supervise(ctx: Arc<WorkerCtx>, workers: usize) {
         if by_panic {
             ::metrics::counter!(metrics::ENCODE_WORKER_RESPAWNS).increment(1);
             ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "encode_worker_panic").increment(1);
-            handles[id] = Some(spawn_worker(&ctx, id, &exits_tx));
-        } else {
+            handles[id] = try_spawn(ctx, id, &exits_tx);
+        }
+        if handles[id].is_none() {
             alive -= 1;
         }
     }
-    // Every worker exited normally (the queue closed and emptied); anything still queued —
-    // there should be none — is requeued rather than dropped with the receiver.
-    let rx = ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
-    while let Ok(batch) = rx.try_recv() {
-        ctx.records.buffer_only(batch.records);
-        drop(batch.guard);
+}
+
+/// The supervisor's end, normal or by unwind: takes the pool's sender, so every later `submit`
+/// takes the counted fallback, then requeues every batch still queued or being sent, so none
+/// is dropped with the receiver. Never panics: the locks are taken poison-tolerantly and
+/// `buffer_only` does not panic.
+struct SupervisorEnd {
+    tx: Arc<Mutex<Option<SyncSender<EncodeBatch>>>>,
+    ctx: Arc<WorkerCtx>,
+}
+
+impl Drop for SupervisorEnd {
+    fn drop(&mut self) {
+        drop(
+            self.tx
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take(),
+        );
+        let rx = self.ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
+        // `recv` ends once every sender is gone: a `submit` that cloned the sender before it
+        // was taken either sends (and the batch is requeued here) or finds it disconnected.
+        while let Ok(batch) = rx.recv() {
+            ::metrics::counter!(metrics::INGEST_ENCODE_FALLBACK).increment(1);
+            self.ctx.records.buffer_only(batch.records);
+            drop(batch.guard);
+        }
     }
 }
 
