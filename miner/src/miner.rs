@@ -42,6 +42,36 @@ pub struct Mined {
     pub record: MinedRecord,
 }
 
+impl Mined {
+    /// `line` kept whole under the overflow template ([`TOKEN_WILDCARD`] as text, id 0,
+    /// version 0, no params, the line as its body), with the definition of that key stamped
+    /// `timestamp_unix_nanos`. Needs no miner: what a caller stores for a line whose miner could
+    /// not mine it (past the template cap, or a panic), and it rebuilds byte for byte.
+    pub fn whole(tenant: &str, line: &str, timestamp_unix_nanos: i128) -> Mined {
+        let template_key = TemplateKey::of(tenant, TOKEN_WILDCARD);
+        Mined {
+            event: Some(AuditEvent {
+                tenant: tenant.to_owned(),
+                seq: 0,
+                timestamp_unix_nanos,
+                kind: AuditEventKind::TemplateDefined {
+                    template_key,
+                    template_id: 0,
+                    version: 0,
+                    template: TOKEN_WILDCARD.to_owned(),
+                },
+            }),
+            record: MinedRecord {
+                template_key,
+                template_id: 0,
+                template_version: 0,
+                params: Vec::new(),
+                body: Some(line.to_owned()),
+            },
+        }
+    }
+}
+
 /// The Drain-style miner of one tenant.
 ///
 /// Deterministic: the same lines in the same order give the same template ids, versions,
@@ -160,35 +190,19 @@ impl TenantMiner {
             && self.state.best_match(view).is_none()
     }
 
-    /// The record of a line past the template cap: the overflow template ([`TOKEN_WILDCARD`]
-    /// as text, id 0, version 0), no params, the line kept whole as its body. The state does
-    /// not change. Its key is defined like any other, once per process.
+    /// The record of a line past the template cap: [`Mined::whole`], its key's definition
+    /// emitted once per process. The state does not change.
     fn overflow(&mut self, line: &str) -> Mined {
         let template_key = TemplateKey::of(&self.state.tenant, TOKEN_WILDCARD);
-        let event = (!self.defined.contains(&template_key)).then(|| AuditEvent {
-            tenant: self.state.tenant.clone(),
-            seq: 0,
-            timestamp_unix_nanos: self.clock.now_unix_nanos(),
-            kind: AuditEventKind::TemplateDefined {
-                template_key,
-                template_id: 0,
-                version: 0,
-                template: TOKEN_WILDCARD.to_owned(),
-            },
-        });
-        if event.is_some() {
+        let timestamp =
+            (!self.defined.contains(&template_key)).then(|| self.clock.now_unix_nanos());
+        let mut mined = Mined::whole(&self.state.tenant, line, timestamp.unwrap_or(0));
+        if timestamp.is_some() {
             self.defined.insert(template_key);
+        } else {
+            mined.event = None;
         }
-        Mined {
-            event,
-            record: MinedRecord {
-                template_key,
-                template_id: 0,
-                template_version: 0,
-                params: Vec::new(),
-                body: Some(line.to_owned()),
-            },
-        }
+        mined
     }
 
     /// Forgets which keys were defined, so the next record of each key carries its definition

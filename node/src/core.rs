@@ -197,9 +197,10 @@ impl Core {
             let tid =
                 TenantId::new(&tenant).map_err(|e| IngestError::InvalidTenant(e.to_string()))?;
             let lsn = core.wal.append(&tid, &canonical)?;
-            // The promise starts here: the frame is durable. A miner panic has already handed
-            // the mined prefix to the sink and held the frame when it reaches this catch; the
-            // request is acknowledged all the same (a retry would duplicate a durable frame).
+            // The promise starts here: the frame is durable. A miner panic on a line is handled
+            // inside (the line kept whole); one that escapes has handed the prefix to the sink
+            // and held the frame when it reaches this catch. The request is acknowledged all
+            // the same (a retry would duplicate a durable frame).
             let mined = catch_unwind(AssertUnwindSafe(|| {
                 core.mine_batch_ordered(&tenant, &state, lsn, &lines);
             }));
@@ -224,9 +225,16 @@ impl Core {
     ///
     /// One loop for both branches and one unwind arm: with a pool, the mined records are
     /// collected and submitted as one batch; without, each record is appended to the sink as it
-    /// is mined. On a miner panic, the mined prefix reaches the sink *before* the panic resumes,
-    /// and the frame's unmined suffix (which now exists only in the WAL) puts a hold on the
-    /// tenant's frontier just below the frame, so no cut stamps past it; a restart re-mines it.
+    /// is mined.
+    ///
+    /// A miner panic on one line costs that line its template and nothing else: the tenant's
+    /// miner, whose state the panic may have torn, starts again empty (template keys are
+    /// content-addressed, so every record still joins its text); the line is kept whole under
+    /// the overflow template with a `record_quarantined` event naming the panic; mining goes on
+    /// with the next line. Only a panic in handing a record on (outside the miner) escapes; then
+    /// the mined prefix reaches the sink *before* the panic resumes, and the frame's unhanded
+    /// suffix (which now exists only in the WAL) puts a hold on the tenant's frontier just below
+    /// the frame, so no cut stamps past it; a restart re-mines it.
     pub(crate) fn mine_batch_ordered(
         &self,
         tenant: &str,
@@ -244,48 +252,98 @@ impl Core {
             let mut miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
             // Relaxed: read by the capture under the same miners' lock.
             state.in_flight.store(lsn.0, Ordering::Relaxed);
-            let mut index = 0u32;
+            // The index of the next line to hand on, and whether a record is being handed on
+            // (a panic then is not the miner's: the record is the sink's already).
+            let index = std::cell::Cell::new(0u32);
+            let handing = std::cell::Cell::new(false);
+            // Hands one mined line on: its event to the audit sink, its record to the sink or
+            // the batch. The index moves once the record is built, before the handoff: a
+            // record `append` took is the sink's even if a trigger after it panics.
+            let mut take = |mined: ourios_miner::Mined| {
+                if let Some(event) = mined.event {
+                    if matches!(event.kind, AuditEventKind::TemplateDefined { .. }) {
+                        // The key was defined before this process (a snapshot or
+                        // regeneration rebuilt its template): most likely the store has
+                        // this row already, byte for byte.
+                        ::metrics::counter!(
+                            ourios_sinks::metrics::SINK_DUPLICATES,
+                            "cause" => "audit_replay"
+                        )
+                        .increment(1);
+                    }
+                    let seq = self.records.audit().emit(audit_event(event));
+                    // Relaxed: written under the tenant's order lock; read under it too.
+                    state.watermark.store(seq, Ordering::Relaxed);
+                }
+                if mined.record.template_id == 0 {
+                    ::metrics::counter!(metrics::TEMPLATE_OVERFLOW).increment(1);
+                }
+                let i = index.get();
+                let record = log_record(
+                    self.wal.id().0,
+                    &sink_tenant,
+                    RecordId {
+                        lsn: lsn.0,
+                        index: i,
+                    },
+                    &lines[i as usize],
+                    mined.record,
+                    state.watermark.load(Ordering::Relaxed),
+                );
+                index.set(i + 1);
+                if inline {
+                    handing.set(true);
+                    crate::pool::hand_off(&self.records, &self.coordinator, record, &guard);
+                    handing.set(false);
+                } else {
+                    out.push(record);
+                }
+            };
             let result = catch_unwind(AssertUnwindSafe(|| {
-                let bodies = lines.iter().map(|l| l.body.as_str());
-                miners.ingest_mined(tenant, bodies, &mut |mined| {
-                    // Test hook (compiled out unless `failpoints`): a miner panic mid-frame.
-                    fail::fail_point!("node::mine::record", |_| panic!(
-                        "miner panic injected by failpoint"
-                    ));
-                    if let Some(event) = mined.event {
-                        if matches!(event.kind, AuditEventKind::TemplateDefined { .. }) {
-                            // The key was defined before this process (a snapshot or
-                            // regeneration rebuilt its template): most likely the store has
-                            // this row already, byte for byte.
-                            ::metrics::counter!(
-                                ourios_sinks::metrics::SINK_DUPLICATES,
-                                "cause" => "audit_replay"
-                            )
-                            .increment(1);
-                        }
-                        let seq = self.records.audit().emit(audit_event(event));
-                        // Relaxed: written under the tenant's order lock; read under it too.
-                        state.watermark.store(seq, Ordering::Relaxed);
+                loop {
+                    let start = index.get() as usize;
+                    let mined = catch_unwind(AssertUnwindSafe(|| {
+                        let bodies = lines[start..].iter().map(|l| l.body.as_str());
+                        miners.ingest_mined(tenant, bodies, &mut |mined| {
+                            // Test hook (compiled out unless `failpoints`): a miner panic.
+                            fail::fail_point!("node::mine::record", |_| panic!(
+                                "miner panic injected by failpoint"
+                            ));
+                            take(mined);
+                        });
+                    }));
+                    let Err(panic) = mined else { return };
+                    ::metrics::counter!(metrics::MINE_PANICS).increment(1);
+                    if handing.replace(false) {
+                        // A trigger after `append` panicked (RFC 0054 guards what it detached);
+                        // the miner finished its line: go on with the next.
+                        continue;
                     }
-                    if mined.record.template_id == 0 {
-                        ::metrics::counter!(metrics::TEMPLATE_OVERFLOW).increment(1);
-                    }
-                    let line = &lines[index as usize];
-                    let record = log_record(
-                        self.wal.id().0,
-                        &sink_tenant,
-                        RecordId { lsn: lsn.0, index },
-                        line,
-                        mined.record,
-                        state.watermark.load(Ordering::Relaxed),
+                    // The line at `index` was not handed on, and the miner may be torn.
+                    miners.reset(tenant);
+                    let i = index.get();
+                    let Some(line) = lines.get(i as usize) else {
+                        return; // the panic followed the last handoff
+                    };
+                    let why = format!("miner panicked: {}", panic_text(panic.as_ref()));
+                    eprintln!(
+                        "ourios: tenant {tenant}: record {}:{i}: {why}; the line is kept whole and the tenant's miner starts afresh",
+                        lsn.0
                     );
-                    index += 1;
-                    if inline {
-                        crate::pool::hand_off(&self.records, &self.coordinator, record, &guard);
-                    } else {
-                        out.push(record);
-                    }
-                });
+                    self.quarantine_event(
+                        &sink_tenant,
+                        RecordId {
+                            lsn: lsn.0,
+                            index: i,
+                        },
+                        why,
+                    );
+                    take(ourios_miner::Mined::whole(
+                        tenant,
+                        &line.body,
+                        now_unix_nanos(),
+                    ));
+                }
             }));
             if result.is_err() {
                 // The panic may have struck between the miner handing out an event and the
@@ -307,9 +365,9 @@ impl Core {
                 state.in_flight.store(0, Ordering::Release);
             }
             Err(panic) => {
-                // The frame stays in flight for the capture: the miner state holds its prefix,
-                // which no snapshot may claim (the hold keeps the frontier below it anyway).
-                ::metrics::counter!(metrics::MINE_PANICS).increment(1);
+                // Keeping a line whole panicked too. The frame stays in flight for the
+                // capture: the miner state holds its prefix, which no snapshot may claim (the
+                // hold keeps the frontier below it anyway).
                 if let Ok(tid) = TenantId::new(tenant) {
                     // The WAL exports the hold (`ourios.wal.tenant_hold`).
                     let _ = self.wal.hold(&tid, lsn);
@@ -317,6 +375,22 @@ impl Core {
                 resume_unwind(panic);
             }
         }
+    }
+
+    /// Emits the `record_quarantined` event of a line its miner panicked on. The line itself is
+    /// stored whole; the event is the operator's pointer to it and to the reason.
+    fn quarantine_event(&self, tenant: &Tenant, record_id: RecordId, error: String) {
+        ::metrics::counter!(ourios_sinks::metrics::SINK_QUARANTINED, "error.type" => "miner_panic")
+            .increment(1);
+        let _ = self.records.audit().emit(AuditEvent {
+            tenant: tenant.clone(),
+            timestamp_unix_nanos: now_unix_nanos(),
+            kind: AuditKind::RecordQuarantined {
+                record_id,
+                partition_key: format!("tenant={tenant}/kept_whole"),
+                error,
+            },
+        });
     }
 
     /// A barrier cut (RFC 0052 §3 as amended by RFC 0054): capture, quiesce, drain and write,
@@ -532,6 +606,22 @@ impl Core {
 }
 
 /// The miner's audit event as the sink stores it.
+/// The wall clock in nanoseconds since the Unix epoch (0 before it).
+fn now_unix_nanos() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
+}
+
+/// The text of a panic payload (`&str` or `String`), or a placeholder.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
     let kind = match event.kind {
         AuditEventKind::TemplateCreated {

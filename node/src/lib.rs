@@ -452,7 +452,16 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             ReplayMode::RegenerationOnly => {
                 let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
                 for line in &lines {
-                    miners.regenerate(&tenant, &line.body);
+                    let regenerated =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            miners.regenerate(&tenant, &line.body);
+                        }));
+                    if regenerated.is_err() {
+                        // The state is a cache and keys are content-addressed: a torn miner
+                        // starts again empty, as on the live path.
+                        ::metrics::counter!(metrics::MINE_PANICS).increment(1);
+                        miners.reset(&tenant);
+                    }
                 }
                 recovery.regenerated += 1;
             }
@@ -469,7 +478,7 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
                     )
                     .increment(lines.len() as u64);
                 }
-                // A miner panic here is held and counted like one on the live path.
+                // A miner panic here is handled as on the live path.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     core.mine_batch_ordered(&tenant, &state, lsn, &lines);
                 }));

@@ -16,10 +16,15 @@ pub const INGEST_RECORDS: &str = "ourios.ingest.records";
 pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
 /// Histogram: seconds from request arrival to acknowledgement.
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
-/// Counter: panics inside `mine_batch_ordered` (the frame is held and re-mined on restart).
+/// Counter: panics caught while mining a frame. A miner panic keeps its line whole under the
+/// overflow template (with a `record_quarantined` event) and restarts the tenant's miner empty;
+/// a panic after a record's `append` (a trigger) costs nothing more.
 pub const MINE_PANICS: &str = "ourios.miner.panics";
 /// Counter: encode workers respawned after a panic.
 pub const ENCODE_WORKER_RESPAWNS: &str = "ourios.encode.worker_respawns";
+/// Counter: encode workers that could not be spawned (no thread to be had); not retried. With
+/// none left the pool disconnects and mined records go straight to the buffers.
+pub const ENCODE_WORKER_SPAWN_FAILURES: &str = "ourios.encode.worker_spawn_failures";
 /// Counter: barrier cuts, label `result` (`stamped`, `partial`, `not_stamped`).
 pub const CUTS: &str = "ourios.barrier.cuts";
 /// Gauge: the epoch latch's failed epoch (`u32::MAX` = clear).

@@ -72,12 +72,12 @@ async fn a_crash_after_the_put_and_before_the_stamp_republishes_nothing() {
     assert_exactly(&store, &want).await;
 }
 
-/// RFC0058.5: an intent that landed. Frame A has one line; mining frame B panics after its
-/// first line, so B's first record reaches the sink and B is held. A cut puts A's and B's
-/// first record as one unit and stamps the frontier at A, just below the hold: the landed unit
-/// names a record above the frontier. After a crash the restart reads the unit's intent, sees a
-/// record at or below the frontier (it landed), drops B's first record when B is replayed, and
-/// publishes only B's second. Every id once, and the recovery cut stamps B.
+/// RFC0058.5: an intent that landed. Frames A (one line) and B (two lines) are mined; the
+/// tenant's frontier is held below B (as a panic that escapes `mine_batch_ordered` holds it),
+/// so a cut puts all three records as one unit and stamps the frontier at A, just below the
+/// hold: the landed unit names records above the frontier. After a crash the restart reads the
+/// unit's intent, sees a record at or below the frontier (it landed), and drops B's records
+/// when B is replayed. Every id once, and the recovery cut stamps B.
 ///
 /// Mutation check: in pass 1 of `recover`, call `expect_sealed` for a landed intent too (drop
 /// the `min_lsn() <= frontier` branch): the unit waits for A's record, which is not replayed,
@@ -89,13 +89,16 @@ async fn an_intent_that_landed_drops_its_replayed_records() {
     let store = FaultyStore::new();
     let cfg = config(dir.path(), inline);
     let node = start(cfg.clone(), &store).await;
-    fail::cfg("node::mine::record", "2*off->1*panic->off").unwrap();
     let a = ingest(&node, "t", &lines(1, 1)).await;
     let b = ingest(&node, "t", &lines(2, 2)).await;
-    fail::remove("node::mine::record");
+    let tenant = ourios_wal::TenantId::new("t").unwrap();
+    assert!(matches!(
+        node.core.wal().hold(&tenant, b),
+        ourios_wal::HoldOutcome::Held { .. }
+    ));
     let report = cut(&node).await;
     assert_eq!(report.stamped.get("t"), Some(&a.0), "{report:?}");
-    assert_exactly(&store, &[frame_ids(a, 1), frame_ids(b, 1)].concat()).await;
+    assert_exactly(&store, &[frame_ids(a, 1), frame_ids(b, 2)].concat()).await;
     crash(node).await;
 
     let node = start(cfg.clone(), &store).await;

@@ -1,8 +1,9 @@
 //! The encode pool and `mine_batch_ordered` under panics (RFC 0054 §9.7 legs U.5, U.7, U.8).
 
-use ourios_node::metrics::{ENCODE_WORKER_RESPAWNS, INGEST_ENCODE_FALLBACK, MINE_PANICS};
+use ourios_node::metrics::{
+    ENCODE_WORKER_RESPAWNS, ENCODE_WORKER_SPAWN_FAILURES, INGEST_ENCODE_FALLBACK, MINE_PANICS,
+};
 use ourios_sinks::testing::FaultyStore;
-use ourios_wal::Lsn;
 
 use crate::support::*;
 
@@ -117,16 +118,73 @@ async fn rfc0054_submit_after_worker_panic_is_published() {
     node.shutdown().await.unwrap();
 }
 
-/// U.8: the miner panics on the fourth record of an eight-record frame, once with the encode
-/// pool and once inline (`encode_workers = 0`). The request is still acknowledged (200: the
-/// frame is durable), the mined prefix reaches the sink and is published by the next cut, the
-/// frame is held (`hold == Some(lsn)`) so no cut stamps the tenant's frontier at or past it
-/// while later frames publish. After a restart on the same data dir and store the whole frame
-/// is re-mined and every id of it (and of the later frame) is in the store.
+/// A pool that loses its last worker for good: the worker panics while frame `b` waits in the
+/// queue, and its respawn fails (no thread to be had). The supervisor ends, disconnects the
+/// pool and requeues `b` into the record buffer instead of dropping it with the receiver;
+/// frame `c`, acknowledged afterwards, takes the fallback. Every id of the three frames is
+/// stored and the frontier passes only durable data.
 ///
-/// Mutation check: in `core::mine_batch_ordered`, move the prefix `submit` below the
-/// `resume_unwind` (or drop `out` in the panic arm) and the pool branch's prefix is missing;
-/// remove the `self.wal.hold(..)` call and the cut stamps past the frame.
+/// Fails without `SupervisorEnd` (the supervisor's old `expect` on the respawn unwinds it,
+/// the last reference to the receiver goes, and the queued batch `b` is dropped: its ids are
+/// missing while the frontier passes them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pool_whose_respawn_fails_requeues_its_queue() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let fallback = metric(&node, INGEST_ENCODE_FALLBACK, &[]).await;
+    let failures = metric(&node, ENCODE_WORKER_SPAWN_FAILURES, &[]).await;
+
+    let gate = FailGate::panic_at("node::worker::encode", 2);
+    let a = ingest(&node, "t", &lines(6, 1)).await;
+    gate.reached().await;
+    let b = ingest(&node, "t", &lines(5, 2)).await;
+    fail::cfg("node::pool::spawn", "return").unwrap();
+    gate.release();
+    bounded("the respawn failed", async {
+        while metric(&node, ENCODE_WORKER_SPAWN_FAILURES, &[]).await == failures {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    let c = ingest(&node, "t", &lines(4, 3)).await;
+    fail::remove("node::pool::spawn");
+
+    let frames = [(a, 6), (b, 5), (c, 4)];
+    let report = cut(&node).await;
+    for (lsn, n) in frames {
+        assert_eq!(
+            missing(&store, &frame_ids(lsn, n)).await,
+            vec![],
+            "frame {lsn:?}"
+        );
+    }
+    assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
+    assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+    assert_eq!(
+        metric(&node, ENCODE_WORKER_SPAWN_FAILURES, &[]).await,
+        failures + 1.0
+    );
+    assert_eq!(
+        metric(&node, INGEST_ENCODE_FALLBACK, &[]).await,
+        fallback + 2.0,
+        "b requeued from the queue, c through the fallback"
+    );
+    node.shutdown().await.unwrap();
+}
+
+/// U.8: the miner panics on the fourth record of an eight-record frame, once with the encode
+/// pool and once inline (`encode_workers = 0`). The request is acknowledged (200: the frame is
+/// durable); the three mined records reach the sink, the fourth line is kept whole under the
+/// overflow template with a `record_quarantined` event naming the panic, the tenant's miner
+/// starts again and mines the other four. Nothing is held: the next cut stamps past the frame,
+/// and every line of the three frames rebuilds from the store, each id once. A restart then
+/// republishes nothing.
+///
+/// Fails if (reasoned) the prefix `submit` moves below the panic handling (the pool branch's
+/// prefix goes missing), if the panicking line is dropped instead of kept whole (its id is
+/// missing while the frontier passes it), or if the frame is held (the cut stops below it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
     let _scenario = fail::FailScenario::setup();
@@ -147,57 +205,70 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
             "workers={workers}: the durable frame is acknowledged: {body}"
         );
         let b = node.core.wal().stats().durable_lsn;
-        assert_eq!(marks(&node, "t").hold, Some(b), "workers={workers}");
+        assert_eq!(
+            marks(&node, "t").hold,
+            None,
+            "workers={workers}: nothing held"
+        );
         assert_eq!(metric(&node, MINE_PANICS, &[]).await, panics + 1.0);
 
         let c = ingest(&node, "t", &lines(4, 3)).await;
         let report = cut(&node).await;
-        let have = ids_in_store(&store).await;
-        let prefix = frame_ids(b, 3);
-        assert!(
-            prefix.iter().all(|id| have.contains_key(id)),
-            "workers={workers}: the mined prefix reached the sink"
-        );
-        assert!(
-            frame_ids(b, 8)[3..].iter().all(|id| !have.contains_key(id)),
-            "workers={workers}: the unmined suffix exists only in the WAL"
-        );
-        assert_eq!(missing(&store, &frame_ids(c, 4)).await, vec![]);
-        let frontier = marks(&node, "t").frontier;
-        assert!(
-            frontier < b,
-            "workers={workers}: frontier {frontier:?} stamped at or past the held frame {b:?}: {report:?}"
-        );
-        // Just below the frame (publish intents take lsns of their own, so not at `a`).
         assert_eq!(
-            frontier,
-            Lsn(b.0 - 1),
-            "workers={workers}: it stays just below the frame"
+            report.stamped.get("t"),
+            Some(&c.0),
+            "workers={workers}: {report:?}"
         );
-
-        // Restart on the same data dir and store: the frame is re-mined whole.
-        let final_cut = node.shutdown().await.unwrap();
-        assert!(
-            final_cut.stamped.get("t").is_none_or(|x| *x < b.0),
-            "workers={workers}: the shutdown cut kept the hold: {final_cut:?}"
-        );
-        let node = start(cfg.clone(), &store).await;
-        assert!(node.recovery.mined >= 2, "{:?}", node.recovery);
-        assert_eq!(
-            marks(&node, "t").hold,
-            None,
-            "holds are cleared by the restart"
-        );
-        let report = cut(&node).await;
-        for (lsn, n) in [(a, 5), (b, 8), (c, 4)] {
-            assert_eq!(
-                missing(&store, &frame_ids(lsn, n)).await,
-                vec![],
-                "workers={workers}: frame {lsn:?} after the restart"
-            );
+        let frames = [
+            (a, 5, lines(5, 1)),
+            (b, 8, lines(8, 2)),
+            (c, 4, lines(4, 3)),
+        ];
+        let stored = records_with_bodies(&store).await;
+        let counts = ids_in_store(&store).await;
+        for (lsn, n, sent) in &frames {
+            for (id, line) in frame_ids(*lsn, *n).into_iter().zip(sent) {
+                assert_eq!(counts.get(&id), Some(&1), "workers={workers}: {id:?} once");
+                let (_, rebuilt) = &stored[&("t".to_owned(), id)];
+                assert_eq!(rebuilt, line, "workers={workers}: {id:?} rebuilds");
+            }
         }
-        assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
+        let (kept, _) = &stored[&("t".to_owned(), frame_ids(b, 8)[3])];
+        assert_eq!(
+            kept.template_id, 0,
+            "workers={workers}: the overflow template"
+        );
+        assert_eq!(kept.body.as_deref(), Some(lines(8, 2)[3].as_str()));
+        let events = ourios_sinks::read_audit_events(store.inner(), "")
+            .await
+            .unwrap();
+        let quarantined: Vec<_> = events
+            .iter()
+            .filter_map(|(_, e)| match &e.kind {
+                ourios_sinks::AuditKind::RecordQuarantined {
+                    record_id, error, ..
+                } => Some((*record_id, error.clone())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(quarantined.len(), 1, "workers={workers}: {quarantined:?}");
+        assert_eq!(quarantined[0].0, frame_ids(b, 8)[3]);
+        assert!(
+            quarantined[0].1.contains("miner panicked"),
+            "{quarantined:?}"
+        );
         assert_frontier_only_over_durable(&node, &store, "t", &[(a, 5), (b, 8), (c, 4)]).await;
+
+        // A restart republishes nothing: every frame is at or below the frontier.
+        crash(node).await;
+        let node = start(cfg.clone(), &store).await;
+        cut(&node).await;
+        let after = ids_in_store(&store).await;
+        assert!(
+            after.values().all(|n| *n == 1),
+            "workers={workers}: {after:?}"
+        );
+        assert_eq!(after.len(), counts.len());
         node.shutdown().await.unwrap();
     }
 }
