@@ -56,7 +56,9 @@ pub struct ServeArgs {
     /// A partition is detached for publishing when it reaches this many bytes [default: 8388608].
     #[arg(long, env = "OURIOS_PARTITION_TARGET_BYTES")]
     pub partition_target_bytes: Option<usize>,
-    /// All buffers together: past this the largest partition is detached [default: 268435456].
+    /// Publishable bytes in all record buffers together (a terminal tenant's do not count): at
+    /// this every healthy partition is detached for publishing, and while it still holds (a
+    /// slow or failing store) requests get 503 with Retry-After [default: 268435456].
     #[arg(long, env = "OURIOS_BUFFER_CEILING_BYTES")]
     pub buffer_ceiling_bytes: Option<usize>,
     /// WAL segment size that triggers rotation, in bytes [default: 67108864].

@@ -41,6 +41,16 @@ pub enum IngestError {
     /// The node is shutting down.
     #[error("the node is shutting down")]
     ShuttingDown,
+    /// The record buffer holds its ceiling of publishable bytes (the store is slow or failing):
+    /// nothing is written; retry once publishes have drained it.
+    #[error(
+        "the record buffer is at its ceiling of {ceiling} bytes (buffer_ceiling_bytes) while \
+         publishes catch up; nothing was written: retry later"
+    )]
+    BufferFull {
+        /// The configured ceiling.
+        ceiling: usize,
+    },
     /// The request names a tenant the node does not serve yet, and it serves its limit.
     #[error(
         "tenant `{tenant}` would be tenant number {}, above the node's limit of {limit} \
@@ -161,6 +171,13 @@ impl Core {
         if self.is_terminal(tenant) {
             return Err(IngestError::TenantTerminal {
                 tenant: tenant.to_owned(),
+            });
+        }
+        if self.records.over_ceiling() {
+            // Push back before the WAL: the client retries, nothing is written twice.
+            ::metrics::counter!(metrics::INGEST_PUSHED_BACK).increment(1);
+            return Err(IngestError::BufferFull {
+                ceiling: self.records.config().ceiling_bytes,
             });
         }
         {

@@ -16,6 +16,9 @@ pub const INGEST_RECORDS: &str = "ourios.ingest.records";
 pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
 /// Histogram: seconds from request arrival to acknowledgement.
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
+/// Counter: requests refused (503, `Retry-After`) because the record buffer held its ceiling
+/// of publishable bytes.
+pub const INGEST_PUSHED_BACK: &str = "ourios.ingest.pushed_back";
 /// Counter: panics caught while mining a frame. A miner panic keeps its line whole under the
 /// overflow template (with a `record_quarantined` event) and restarts the tenant's miner empty;
 /// a panic after a record's `append` (a trigger) costs nothing more.

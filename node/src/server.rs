@@ -127,6 +127,13 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
             resp
         }
+        Err(e @ IngestError::BufferFull { .. }) => {
+            // Retryable: publishes drain the buffer within a sweep or two once the store answers.
+            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
+            resp
+        }
         Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
         Err(e @ IngestError::TooManyTenants { .. }) => {
             refuse(StatusCode::TOO_MANY_REQUESTS, e.to_string())

@@ -374,6 +374,21 @@ impl RecordState {
         }
     }
 
+    /// The ceiling counts what can be published: a terminal tenant's set-aside bytes stay until
+    /// a restart, and counting them would detach every healthy partition on every append (one
+    /// object per record) and push back on every healthy tenant.
+    fn over_ceiling(&self, terminal: &BTreeSet<Tenant>, ceiling: usize) -> bool {
+        self.bytes >= ceiling && {
+            let set_aside: usize = self
+                .partitions
+                .iter()
+                .filter(|(k, _)| terminal.contains(&k.tenant))
+                .map(|(_, p)| p.bytes)
+                .sum();
+            self.bytes - set_aside.min(self.bytes) >= ceiling
+        }
+    }
+
     fn gauges(&self) {
         ::metrics::gauge!(metrics::SINK_BUFFERED_BYTES).set(self.bytes as f64);
         ::metrics::gauge!(metrics::SINK_BUFFERED_RECORDS).set(self.records as f64);
@@ -571,18 +586,7 @@ impl SharedParquetSink {
         // The handoff is complete: everything below is the trigger step.
         fail::fail_point!("sinks::append::trigger");
         let mut detached = Vec::new();
-        // The ceiling counts what can be published: a terminal tenant's set-aside bytes stay
-        // until a restart, and counting them would detach every healthy partition on every
-        // append (one object per record).
-        let over_ceiling = st.bytes >= self.inner.config.ceiling_bytes && {
-            let set_aside: usize = st
-                .partitions
-                .iter()
-                .filter(|(k, _)| terminal.contains(&k.tenant))
-                .map(|(_, p)| p.bytes)
-                .sum();
-            st.bytes - set_aside.min(st.bytes) >= self.inner.config.ceiling_bytes
-        };
+        let over_ceiling = st.over_ceiling(&terminal, self.inner.config.ceiling_bytes);
         if over_ceiling {
             let keys: Vec<PartitionKey> = st
                 .partitions
@@ -603,6 +607,14 @@ impl SharedParquetSink {
         }
         st.gauges();
         AppendOutcome::Buffered { detached }
+    }
+
+    /// True while the bytes the sink holds that can be published (not a terminal tenant's
+    /// set-aside partitions) are at or above the ceiling: what the ingest path pushes back on
+    /// before it accepts more (a publish that keeps failing holds them here).
+    pub fn over_ceiling(&self) -> bool {
+        let terminal = self.inner.audit.terminal().snapshot();
+        lock(&self.inner.state).over_ceiling(&terminal, self.inner.config.ceiling_bytes)
     }
 
     /// Buffer `records` with no trigger and no detach (the disconnected-pool fallback on the

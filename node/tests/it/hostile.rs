@@ -337,3 +337,82 @@ async fn hostile_templates_past_the_cap_overflow_and_still_rebuild() {
     }
     node.shutdown().await.unwrap();
 }
+
+/// Proves push-back at the ceiling: with the store refusing every record put (transient), the
+/// buffer fills to its ceiling of publishable bytes; a request then gets 503 with
+/// `Retry-After`, naming `buffer_ceiling_bytes`, and nothing of it is written (no line of a
+/// refused request is ever in the store). Once the store answers again, a cut publishes everything, the
+/// node accepts requests again, and every acknowledged line is in the store exactly once.
+///
+/// Fails without the `over_ceiling` check in `Core::ingest`: every request is acknowledged
+/// and the buffer grows without bound while the store fails (no 503 within 400 requests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_full_buffer_pushes_back_and_loses_nothing() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            a.buffer_ceiling_bytes = Some(64 << 10);
+            a.partition_target_bytes = Some(64 << 10);
+        }),
+        &store,
+    )
+    .await;
+    store.on_prefix("records/", ourios_sinks::testing::Fault::Transient, None);
+    let mut acked = Vec::new();
+    let mut refusal = None;
+    for salt in 0..400 {
+        let req = request(&lines(40, salt));
+        let (status, head, body) = http_with_head(
+            node.addr,
+            "POST",
+            "/v1/logs",
+            &[
+                ("Content-Type", "application/x-protobuf"),
+                (ourios_node::TENANT_HEADER, "t"),
+            ],
+            &prost::Message::encode_to_vec(&req),
+        )
+        .await;
+        match status {
+            200 => acked.push(node.core.wal().stats().durable_lsn),
+            503 => {
+                refusal = Some((salt, head, String::from_utf8_lossy(&body).into_owned()));
+                break;
+            }
+            other => panic!("status {other}: {}", String::from_utf8_lossy(&body)),
+        }
+    }
+    let (refused, head, body) = refusal.expect("a 503 once the buffer holds its ceiling");
+    assert!(
+        head.to_ascii_lowercase().contains("retry-after: 5"),
+        "{head}"
+    );
+    assert!(body.contains("buffer_ceiling_bytes"), "{body}");
+    let (status, _) = post_logs(&node, "t", &request(&lines(40, 999))).await;
+    assert_eq!(status, 503, "still at the ceiling");
+
+    store.clear_faults();
+    cut(&node).await;
+    let (status, body) = post_logs(&node, "t", &request(&lines(40, 1000))).await;
+    assert_eq!(status, 200, "accepted again once published: {body}");
+    acked.push(node.core.wal().stats().durable_lsn);
+    cut(&node).await;
+    let counts = ids_in_store(&store).await;
+    for lsn in acked {
+        for id in frame_ids(lsn, 40) {
+            assert_eq!(counts.get(&id), Some(&1), "{id:?} exactly once");
+        }
+    }
+    let never: std::collections::BTreeSet<String> = [lines(40, refused), lines(40, 999)]
+        .concat()
+        .into_iter()
+        .collect();
+    let stored = records_with_bodies(&store).await;
+    assert!(
+        stored.values().all(|(_, body)| !never.contains(body)),
+        "a line of a refused request is in the store"
+    );
+    node.shutdown().await.unwrap();
+}

@@ -258,6 +258,18 @@ pub(crate) async fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, Vec<u8>) {
+    let (status, _, body) = http_with_head(addr, method, path, headers, body).await;
+    (status, body)
+}
+
+/// [`http`], with the response head (status line and headers) as text.
+pub(crate) async fn http_with_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, Vec<u8>) {
     bounded("http exchange", async {
         let mut stream = tokio::net::TcpStream::connect(addr)
             .await
@@ -291,7 +303,7 @@ pub(crate) async fn http(
         {
             body = dechunk(&body);
         }
-        (status, body)
+        (status, head, body)
     })
     .await
 }

@@ -259,11 +259,23 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
             detached.is_empty(),
             "append {k}: a terminal tenant's set-aside bytes do not count toward the ceiling"
         );
+        assert!(!rig.sink.over_ceiling(), "append {k}: no push-back either");
     }
     let AppendOutcome::Buffered { detached } = rig.sink.append(rec("c", 3, 0, T0, 0)) else {
         panic!("derivable")
     };
     assert_eq!(detached.len(), 7, "every non-terminal partition");
+    assert!(
+        !rig.sink.over_ceiling(),
+        "detached: below the ceiling again"
+    );
+    rig.sink.requeue(detached);
+    assert!(
+        rig.sink.over_ceiling(),
+        "requeued (a failed publish): at the ceiling, ingest pushes back"
+    );
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
     assert_eq!(
         rig.sink.buffered_records(),
         3,
