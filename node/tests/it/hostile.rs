@@ -7,6 +7,7 @@ use std::sync::Arc;
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use ourios_node::{Node, NodeOptions};
 use ourios_sinks::testing::FaultyStore;
+use prost::Message;
 
 use crate::support::*;
 
@@ -361,43 +362,42 @@ async fn hostile_a_full_buffer_pushes_back_and_loses_nothing() {
     .await;
     store.on_prefix("records/", ourios_sinks::testing::Fault::Transient, None);
     let mut acked = Vec::new();
-    let mut refusal = None;
+    let mut refused = None;
     for salt in 0..400 {
         let req = request(&lines(40, salt));
-        let (status, head, body) = http_with_head(
-            node.addr,
-            "POST",
-            "/v1/logs",
-            &[
-                ("Content-Type", "application/x-protobuf"),
-                (ourios_node::TENANT_HEADER, "t"),
-            ],
-            &prost::Message::encode_to_vec(&req),
-        )
-        .await;
-        match status {
-            200 => acked.push(node.core.wal().stats().durable_lsn),
-            503 => {
-                refusal = Some((salt, head, String::from_utf8_lossy(&body).into_owned()));
+        match node.core.ingest("t", req.encode_to_vec(), req).await {
+            Ok(lsn) => acked.push(lsn),
+            Err(ourios_node::IngestError::BufferFull { .. }) => {
+                refused = Some(salt);
                 break;
             }
-            other => panic!("status {other}: {}", String::from_utf8_lossy(&body)),
+            Err(e) => panic!("{e}"),
         }
     }
-    let (refused, head, body) = refusal.expect("a 503 once the buffer holds its ceiling");
+    let refused = refused.expect("a refusal once the buffer holds its ceiling");
+    // Over HTTP: 503 with Retry-After, naming the limit.
+    let (status, head, body) = http_with_head(
+        node.addr,
+        "POST",
+        "/v1/logs",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            (ourios_node::TENANT_HEADER, "t"),
+        ],
+        &request(&lines(40, 999)).encode_to_vec(),
+    )
+    .await;
+    let body = String::from_utf8_lossy(&body);
+    assert_eq!(status, 503, "still at the ceiling: {body}");
     assert!(
         head.to_ascii_lowercase().contains("retry-after: 5"),
         "{head}"
     );
     assert!(body.contains("buffer_ceiling_bytes"), "{body}");
-    let (status, _) = post_logs(&node, "t", &request(&lines(40, 999))).await;
-    assert_eq!(status, 503, "still at the ceiling");
 
     store.clear_faults();
     cut(&node).await;
-    let (status, body) = post_logs(&node, "t", &request(&lines(40, 1000))).await;
-    assert_eq!(status, 200, "accepted again once published: {body}");
-    acked.push(node.core.wal().stats().durable_lsn);
+    acked.push(ingest(&node, "t", &lines(40, 1000)).await);
     cut(&node).await;
     let counts = ids_in_store(&store).await;
     for lsn in acked {
