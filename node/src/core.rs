@@ -714,7 +714,7 @@ pub(crate) fn log_record(
         params: mined.params,
         body: mined.body,
         attributes,
-        resource_attributes: line.resource_attributes.clone(),
+        resource_attributes: Arc::clone(&line.resource_attributes),
         trace_id: line.trace_id,
         span_id: line.span_id,
         audit_watermark: watermark,

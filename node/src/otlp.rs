@@ -228,8 +228,8 @@ pub struct Line {
     pub body: String,
     /// Record attributes rendered as text.
     pub attributes: Vec<(String, String)>,
-    /// Resource attributes rendered as text.
-    pub resource_attributes: Vec<(String, String)>,
+    /// Resource attributes rendered as text: one copy per resource, shared by its lines.
+    pub resource_attributes: ourios_sinks::SharedAttributes,
     /// Trace id, when exactly 16 bytes were sent.
     pub trace_id: Option<[u8; 16]>,
     /// Span id, when exactly 8 bytes were sent.
@@ -240,11 +240,12 @@ pub struct Line {
 pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
     let mut out = Vec::with_capacity(record_count(request));
     for rl in &request.resource_logs {
-        let resource_attributes: Vec<(String, String)> = rl
+        let resource_attributes: ourios_sinks::SharedAttributes = rl
             .resource
             .as_ref()
             .map(|r| render_attributes(&r.attributes))
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .into();
         for sl in &rl.scope_logs {
             for r in &sl.log_records {
                 out.push(Line {
@@ -254,7 +255,7 @@ pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
                     severity_text: r.severity_text.clone(),
                     body: r.body.as_ref().map(render_value).unwrap_or_default(),
                     attributes: render_attributes(&r.attributes),
-                    resource_attributes: resource_attributes.clone(),
+                    resource_attributes: std::sync::Arc::clone(&resource_attributes),
                     trace_id: r.trace_id.as_slice().try_into().ok(),
                     span_id: r.span_id.as_slice().try_into().ok(),
                 });

@@ -50,7 +50,7 @@ fn records(watermark: u64) -> Vec<Vec<LogRecord>> {
                     params: vec![format!("{i}"), format!("10.0.{}.{}", p, i % 250)],
                     body: None,
                     attributes: vec![],
-                    resource_attributes: vec![],
+                    resource_attributes: Default::default(),
                     trace_id: None,
                     span_id: None,
                     audit_watermark: watermark,

@@ -38,7 +38,7 @@ fn record(i: u64) -> LogRecord {
         params: vec![format!("user-{}", i % 5_000)],
         body: None,
         attributes: vec![],
-        resource_attributes: vec![],
+        resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,
         audit_watermark: 0,

@@ -306,7 +306,7 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         ),
         (
             columns::RESOURCE_ATTRIBUTES,
-            string_map(records.iter().map(|r| r.resource_attributes.as_slice()))?,
+            string_map(records.iter().map(|r| &*r.resource_attributes))?,
             false,
         ),
         (columns::TRACE_ID, Arc::new(trace.finish()), true),
@@ -645,7 +645,7 @@ mod tests {
             params: vec![format!("p{lsn}")],
             body: Some(body),
             attributes: vec![("k".to_owned(), lsn.to_string())],
-            resource_attributes: Vec::new(),
+            resource_attributes: Default::default(),
             trace_id: None,
             span_id: None,
             audit_watermark: 0,

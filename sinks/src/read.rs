@@ -222,7 +222,7 @@ pub async fn read_records(
                     params: (0..p.len()).map(|j| p.value(j).to_owned()).collect(),
                     body: opt(body.is_valid(i), body.value(i).to_owned()),
                     attributes: string_pairs(attrs, i),
-                    resource_attributes: string_pairs(rattrs, i),
+                    resource_attributes: string_pairs(rattrs, i).into(),
                     trace_id: if trace.is_valid(i) {
                         trace.value(i).try_into().ok()
                     } else {

@@ -194,7 +194,11 @@ async fn e2e_otlp_protobuf_and_json_round_trip() {
         assert_eq!(record.severity_number, s.severity_number, "{key:?}");
         assert_eq!(record.severity_text, s.severity_text, "{key:?}");
         assert_eq!(record.attributes, s.attributes, "{key:?}");
-        assert_eq!(record.resource_attributes, s.resource_attributes, "{key:?}");
+        assert_eq!(
+            &record.resource_attributes[..],
+            &s.resource_attributes[..],
+            "{key:?}"
+        );
         assert_eq!(record.trace_id, s.trace_id, "{key:?}");
         assert_eq!(record.span_id, s.span_id, "{key:?}");
     }

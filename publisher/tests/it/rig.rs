@@ -310,7 +310,7 @@ pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u
         params: vec![format!("{lsn}-{index}")],
         body: None,
         attributes: vec![],
-        resource_attributes: vec![],
+        resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,
         audit_watermark: watermark,

@@ -38,7 +38,7 @@ pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64)
         params: vec![format!("p{lsn}-{index}")],
         body: None,
         attributes: vec![],
-        resource_attributes: vec![],
+        resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,
         audit_watermark: watermark,
