@@ -11,30 +11,21 @@
 //! until N seconds have passed instead of 24, with 4 writers over 4 tenants and a kill every
 //! 0.5-3 s, and `OURIOS_CRASH_NODE` names the binary to run (the release build).
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use ourios_miner::Template;
-use ourios_sinks::AuditKind;
 use prost::Message;
 
-const NODE: &str = env!("CARGO_BIN_EXE_ourios-node");
-
-/// The binary under test: `OURIOS_CRASH_NODE`, or the debug build cargo made for this test.
-fn node_binary() -> std::path::PathBuf {
-    std::env::var_os("OURIOS_CRASH_NODE").map_or_else(|| NODE.into(), Into::into)
-}
+mod proc;
+use proc::{GUARD, NodeProc, StoreContents, http, read_store};
 
 /// How long chaos mode runs (`OURIOS_CRASH_SECS`); `None` runs the fixed rounds.
 fn chaos_secs() -> Option<u64> {
@@ -46,9 +37,6 @@ fn chaos_secs() -> Option<u64> {
 const ROUNDS: u64 = 24;
 /// Longest a round runs before its SIGKILL.
 const MAX_KILL_AFTER_MS: u64 = 1_500;
-/// A guard against a hung child, never an ordering device: nothing waits this long when the
-/// node works.
-const GUARD: Duration = Duration::from_secs(60);
 const TENANTS: [&str; 4] = ["crash-a", "crash-b", "crash-c", "crash-d"];
 const DEFAULT_SEED: u64 = 0x0054_0056_c4a5_4001;
 
@@ -72,206 +60,6 @@ impl Rng {
 
     fn below(&mut self, n: u64) -> u64 {
         self.next() % n
-    }
-}
-
-/// A running `ourios-node serve` child. Dropping it kills the child (a failing assertion
-/// must not leave a node behind).
-#[derive(Debug)]
-struct NodeProc {
-    child: Option<Child>,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-    stderr: Option<JoinHandle<()>>,
-}
-
-impl NodeProc {
-    /// Starts the node on `data` and returns once it printed its listening address (the
-    /// listener is bound and recovery finished before that line is written).
-    fn start(data: &Path, extra: &[String]) -> NodeProc {
-        let (mut node, rx) = NodeProc::spawn(data, extra);
-        match rx.recv_timeout(GUARD) {
-            Ok(addr) => node.addr = addr,
-            Err(_) => {
-                let status = node.kill();
-                panic!(
-                    "ourios-node did not start ({status:?}) with {extra:?}; stderr:\n{}",
-                    node.log_text()
-                );
-            }
-        }
-        let (status, _) = http(node.addr, "GET", "/healthz", &[], b"")
-            .unwrap_or_else(|e| panic!("GET /healthz failed: {e}\n{}", node.log_text()));
-        assert_eq!(status, 200, "GET /healthz");
-        node
-    }
-
-    /// Starts the node on `data` without waiting for it: the receiver gets its listening
-    /// address once recovery finished.
-    fn spawn(data: &Path, extra: &[String]) -> (NodeProc, mpsc::Receiver<SocketAddr>) {
-        let mut child = Command::new(node_binary())
-            .arg("serve")
-            .arg("--data-dir")
-            .arg(data)
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--sweep-secs",
-                "1",
-                "--barrier-secs",
-                "1",
-                "--partition-max-age-secs",
-                "0",
-            ])
-            .args(extra)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawning ourios-node");
-        let stderr = child.stderr.take().expect("piped stderr");
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        let reader = thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = listening_addr(&line) {
-                    let _ = tx.send(addr);
-                }
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        });
-        let node = NodeProc {
-            child: Some(child),
-            addr: "127.0.0.1:0".parse().expect("literal"),
-            log,
-            stderr: Some(reader),
-        };
-        (node, rx)
-    }
-
-    fn log_text(&self) -> String {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .join("\n")
-    }
-
-    /// SIGKILL and reap.
-    fn kill(&mut self) -> Option<ExitStatus> {
-        let mut child = self.child.take()?;
-        let _ = child.kill();
-        let status = child.wait().ok();
-        if let Some(reader) = self.stderr.take() {
-            let _ = reader.join();
-        }
-        status
-    }
-
-    /// SIGTERM (graceful shutdown: the final cut publishes) and wait for the exit.
-    fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("node running");
-        let pid = child.id().to_string();
-        let sent = Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("running kill");
-        assert!(sent.success(), "kill -TERM {pid}: {sent}");
-        let (tx, rx) = mpsc::channel();
-        let waiter = thread::spawn(move || {
-            let status = child.wait();
-            let _ = tx.send(());
-            (child, status)
-        });
-        if rx.recv_timeout(GUARD).is_err() {
-            let _ = Command::new("kill").args(["-KILL", &pid]).status();
-            panic!(
-                "ourios-node did not exit after SIGTERM:\n{}",
-                self.log_text()
-            );
-        }
-        let (_, status) = waiter.join().expect("waiter thread");
-        if let Some(reader) = self.stderr.take() {
-            let _ = reader.join();
-        }
-        status.expect("waiting for ourios-node")
-    }
-
-    fn metric(&self, name: &str) -> f64 {
-        let (status, body) = http(self.addr, "GET", "/metrics", &[], b"").expect("GET /metrics");
-        assert_eq!(status, 200, "GET /metrics");
-        String::from_utf8_lossy(&body)
-            .lines()
-            .filter(|l| l.starts_with(name))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    }
-}
-
-impl Drop for NodeProc {
-    fn drop(&mut self) {
-        let _ = self.kill();
-    }
-}
-
-fn listening_addr(line: &str) -> Option<SocketAddr> {
-    let rest = line.split("listening on http://").nth(1)?;
-    rest.split_whitespace().next()?.parse().ok()
-}
-
-/// One HTTP/1.1 exchange on a fresh connection. The status is whatever status line arrived,
-/// even if the connection broke afterwards: a `200` line means the node decided to ack.
-fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(GUARD))?;
-    stream.set_nodelay(true)?;
-    let mut head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut request = head.into_bytes();
-    request.extend_from_slice(body);
-    stream.write_all(&request)?;
-    let mut response = Vec::new();
-    let mut buf = [0u8; 4096];
-    let broke = loop {
-        match stream.read(&mut buf) {
-            Ok(0) => break None,
-            Ok(n) => response.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break Some(e),
-        }
-    };
-    let status = response
-        .strip_prefix(b"HTTP/1.1 ")
-        .and_then(|r| r.get(..3))
-        .and_then(|c| std::str::from_utf8(c).ok()?.parse::<u16>().ok());
-    match (status, broke) {
-        (Some(s), _) => {
-            let body_at = response
-                .windows(4)
-                .position(|w| w == b"\r\n\r\n")
-                .map_or(response.len(), |p| p + 4);
-            Ok((s, response[body_at..].to_vec()))
-        }
-        (None, Some(e)) => Err(e),
-        (None, None) => Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "connection closed before a status line",
-        )),
     }
 }
 
@@ -553,98 +341,6 @@ fn count_files(dir: &Path) -> usize {
     })
 }
 
-/// What the store holds, read back.
-#[derive(Debug)]
-struct StoreContents {
-    /// `(tenant, line key)` -> the body of every record carrying it (duplicates included):
-    /// the kept `body`, or its template rebuilt with its params, or why that failed.
-    copies: HashMap<(String, String), Vec<Result<String, String>>>,
-    /// Records without a line key.
-    unkeyed: usize,
-    /// Template keys that name two texts, and unexpected events.
-    conflicts: Vec<String>,
-}
-
-/// Every record in the store by its line key, with its body. A body is the record's kept
-/// `body`, or the text its template key names in the audit series rebuilt with its params: a
-/// record whose key has no durable definition breaks I3 and shows up as an `Err`.
-fn read_store(store_dir: &Path) -> StoreContents {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let store = ourios_sinks::store_from_url(&format!("file://{}", store_dir.display()))
-        .expect("opening the store");
-    let (records, events) = runtime.block_on(async {
-        let r = ourios_sinks::read_records(store.as_ref(), "")
-            .await
-            .expect("reading records");
-        let e = ourios_sinks::read_audit_events(store.as_ref(), "")
-            .await
-            .expect("reading audit events");
-        (r, e)
-    });
-    let mut conflicts = Vec::new();
-    for (_, event) in &events {
-        if let AuditKind::RecordQuarantined { record_id, .. } = &event.kind {
-            conflicts.push(format!("unexpected quarantine of {record_id:?}"));
-        }
-    }
-    // The reader's join: (tenant, template key) -> the one text the key names.
-    let texts = ourios_sinks::template_texts(events.iter().map(|(_, e)| e)).unwrap_or_else(|c| {
-        conflicts.extend(c);
-        Default::default()
-    });
-    // Parsed once: a store holds far more records than template versions.
-    let templates: BTreeMap<(String, [u8; 16]), Result<Template, String>> = texts
-        .into_iter()
-        .map(|((t, k), text)| {
-            (
-                (t.as_str().to_owned(), k),
-                Template::parse(&text).map_err(|e| e.to_string()),
-            )
-        })
-        .collect();
-    let mut copies: HashMap<(String, String), Vec<Result<String, String>>> = HashMap::new();
-    let mut unkeyed = 0;
-    for r in records {
-        let tenant = r.tenant.as_str().to_owned();
-        let Some(key) = r
-            .attributes
-            .iter()
-            .find(|(k, _)| k == KEY_ATTRIBUTE)
-            .map(|(_, v)| v.clone())
-        else {
-            unkeyed += 1;
-            continue;
-        };
-        let body = match r.body {
-            Some(b) => Ok(b),
-            None => {
-                let rebuilt = match templates.get(&(tenant.clone(), r.template_key)) {
-                    None => Err("no definition of its template key in the audit series".to_owned()),
-                    Some(Err(e)) => Err(e.clone()),
-                    Some(Ok(t)) => t.reconstruct(&r.params).map_err(|e| e.to_string()),
-                };
-                rebuilt.map_err(|e| {
-                    format!(
-                        "{tenant} {:?} template key {} (id {} v{}): {e}",
-                        r.id,
-                        ourios_sinks::hex(&r.template_key),
-                        r.template_id,
-                        r.template_version
-                    )
-                })
-            }
-        };
-        copies.entry((tenant, key)).or_default().push(body);
-    }
-    StoreContents {
-        copies,
-        unkeyed,
-        conflicts,
-    }
-}
-
 /// I1 (and I3) across real crashes: 24 rounds each start the real binary on the same data
 /// directory, run 2-3 writers (one tenant each, OTLP/JSON and protobuf over HTTP/1.1) while
 /// the sweep, the barrier (every second, and on WAL rotation in some rounds) and, with small
@@ -868,7 +564,7 @@ fn check_store(store_dir: &Path, acked: &[Acked]) -> Check {
         copies,
         unkeyed,
         conflicts,
-    } = read_store(store_dir);
+    } = read_store(store_dir, KEY_ATTRIBUTE);
     let reading = reading.elapsed();
     // I3: every record's template version has a durable audit event (any record, acked or not).
     let unreadable: Vec<&String> = copies
