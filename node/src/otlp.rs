@@ -21,7 +21,7 @@ pub enum DecodeError {
     #[error("unsupported content encoding `{0}`: send gzip or no encoding")]
     UnsupportedEncoding(String),
     /// The body (after decompression) is larger than the configured limit.
-    #[error("request body is larger than the limit of {limit} bytes")]
+    #[error("request body is larger than the limit of {limit} bytes (max_body_bytes)")]
     TooLarge {
         /// The configured limit.
         limit: usize,

@@ -55,7 +55,11 @@ pub(crate) fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn logs(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
     let Ok(_permit) = Arc::clone(&state.admission).try_acquire_owned() else {
         let mut resp = refuse(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -67,6 +71,21 @@ async fn logs(State(state): State<AppState>, headers: HeaderMap, body: Bytes) ->
         resp.headers_mut()
             .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
         return resp;
+    };
+    let body = match body {
+        Ok(body) => body,
+        // Past the body limit (as sent, before any decompression): name the limit, as for a
+        // body that decompresses past it.
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                otlp::DecodeError::TooLarge {
+                    limit: state.max_body_bytes,
+                }
+                .to_string(),
+            );
+        }
+        Err(e) => return refuse(e.status(), e.body_text()),
     };
     let tenant = match headers.get(TENANT_HEADER) {
         None => state.default_tenant.clone(),

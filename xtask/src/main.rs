@@ -54,6 +54,10 @@ const TASKS: &[(&str, &str)] = &[
         "the release node SIGKILLed every 0.5-3 s under 4 writers for N s (60): lost, duplicated",
     ),
     (
+        "hostile [--debug]",
+        "the hostile-input suite against the release node: refusals by name, stored lines, peak RSS per case",
+    ),
+    (
         "fuzz [target] [--secs N]",
         "cargo-fuzz targets (nightly) for N s each (60): OTLP bodies, WAL files, snapshots, templates",
     ),
@@ -98,6 +102,7 @@ fn run() -> Result<()> {
         }
         Some("interop") => interop::run(&root),
         Some("chaos") => chaos(&args[1..]),
+        Some("hostile") => hostile(&args[1..]),
         Some("fuzz") => fuzz(&root, &args[1..]),
         Some("mutants") => mutants::run(&root, &args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
@@ -382,6 +387,47 @@ fn chaos(args: &[String]) -> Result<()> {
             "--nocapture",
             // The two-node test runs its fixed rounds after the timed one, not beside it.
             "--test-threads=1",
+        ],
+        &envs,
+    )
+}
+
+/// `cargo xtask hostile [--debug]`: the hostile-input suite (`node/tests/hostile.rs`) against
+/// the release node (or the debug one): each case's refusal names its limit or its lines are
+/// stored once, the node still serves, and each case's peak RSS is printed and bounded. CI's
+/// test step runs the same suite against the debug node with fewer concurrent clients.
+fn hostile(args: &[String]) -> Result<()> {
+    let mut debug = false;
+    for a in args {
+        match a.as_str() {
+            "--debug" => debug = true,
+            other => bail!("hostile: unknown flag `{other}` (expected --debug)"),
+        }
+    }
+    let node = if debug {
+        None
+    } else {
+        Some(
+            release_node_dir()?
+                .join("ourios-node")
+                .display()
+                .to_string(),
+        )
+    };
+    let envs: Vec<(&str, &str)> = node
+        .as_deref()
+        .map(|n| vec![("OURIOS_CRASH_NODE", n)])
+        .unwrap_or_default();
+    cargo_env(
+        &[
+            "test",
+            "--locked",
+            "-p",
+            "ourios-node",
+            "--test",
+            "hostile",
+            "--",
+            "--nocapture",
         ],
         &envs,
     )
