@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use ourios_barrier::{Barrier, PublishOutcome};
-use ourios_miner::{AuditEventKind, MinerCluster};
+use ourios_miner::{AuditEventKind, Clock, MinerConfig, TenantMiner};
 use ourios_publisher::PublishCoordinator;
 use ourios_sinks::{AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant};
 use ourios_wal::{Lsn, Stamp, TenantId, Wal};
@@ -69,23 +69,33 @@ pub enum IngestError {
 pub(crate) struct TenantState {
     /// Serialises a tenant's append + mine, so its frames are mined in WAL order.
     pub(crate) order: Mutex<()>,
+    /// The tenant's miner (`None` until its first line or restore). Its lock is per tenant: a
+    /// cut's capture takes it for one tenant at a time, so encoding one tenant's snapshot never
+    /// stops another tenant's mining.
+    pub(crate) miner: Mutex<Option<TenantMiner>>,
     /// Every frame of the tenant with lsn <= this was mined and submitted (tagged with an
-    /// epoch before this was stored). Written under `order` and the miners' lock; read by the
-    /// cut's capture under the miners' lock.
+    /// epoch before this was stored). Stored after the miner's lock is released, before
+    /// `in_flight` is cleared; read by the cut's capture under the miner's lock.
     pub(crate) mined_through: AtomicU64,
-    /// The audit-sink seq of the newest event of this tenant (records' watermark).
+    /// The audit-sink seq of the newest event of this tenant (records' watermark). Written
+    /// under the miner's lock.
     pub(crate) watermark: AtomicU64,
-    /// The lsn of the frame being mined and submitted (0 = none). Set under the miners' lock
+    /// The lsn of the frame being mined and submitted (0 = none). Set under the miner's lock
     /// before mining starts, cleared after `mined_through` moves: a capture that sees it set
     /// takes no snapshot for the tenant (the miner state would be ahead of `mined_through`).
     pub(crate) in_flight: AtomicU64,
+    /// The `mined_through` of the tenant's installed snapshot: a capture with nothing mined
+    /// since encodes no new one.
+    pub(crate) snapshot_through: AtomicU64,
 }
 
 /// Everything the paths share. Cheap to clone behind an `Arc`.
 #[derive(Debug)]
 pub struct Core {
     pub(crate) wal: Arc<Wal>,
-    pub(crate) miners: Mutex<MinerCluster>,
+    /// What every tenant's miner is created with.
+    pub(crate) miner_config: MinerConfig,
+    pub(crate) clock: Arc<dyn Clock>,
     pub(crate) records: SharedParquetSink,
     pub(crate) barrier: Arc<Barrier>,
     pub(crate) coordinator: PublishCoordinator,
@@ -138,6 +148,11 @@ impl Core {
     /// The publish coordinator.
     pub fn coordinator(&self) -> &PublishCoordinator {
         &self.coordinator
+    }
+
+    /// A new, empty miner for `tenant`.
+    pub(crate) fn fresh_miner(&self, tenant: &str) -> TenantMiner {
+        TenantMiner::new(tenant, self.miner_config.clone(), Arc::clone(&self.clock))
     }
 
     pub(crate) fn tenant(&self, tenant: &str) -> Arc<TenantState> {
@@ -266,8 +281,9 @@ impl Core {
         let mut out: Vec<LogRecord> = Vec::with_capacity(if inline { 0 } else { lines.len() });
         let sink_tenant = Tenant::new(tenant);
         let result = {
-            let mut miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
-            // Relaxed: read by the capture under the same miners' lock.
+            let mut slot = state.miner.lock().unwrap_or_else(PoisonError::into_inner);
+            let miner = slot.get_or_insert_with(|| self.fresh_miner(tenant));
+            // Relaxed: read by the capture under the same miner's lock.
             state.in_flight.store(lsn.0, Ordering::Relaxed);
             // The index of the next line to hand on, and whether a record is being handed on
             // (a panic then is not the miner's: the record is the sink's already).
@@ -321,7 +337,7 @@ impl Core {
                     let start = index.get() as usize;
                     let mined = catch_unwind(AssertUnwindSafe(|| {
                         let bodies = lines[start..].iter().map(|l| l.body.as_str());
-                        miners.ingest_mined(tenant, bodies, &mut |mined| {
+                        miner.ingest_mined(bodies, &mut |mined| {
                             // Test hook (compiled out unless `failpoints`): a miner panic.
                             fail::fail_point!("node::mine::record", |_| panic!(
                                 "miner panic injected by failpoint"
@@ -337,7 +353,7 @@ impl Core {
                         continue;
                     }
                     // The line at `index` was not handed on, and the miner may be torn.
-                    miners.reset(tenant);
+                    *miner = self.fresh_miner(tenant);
                     let i = index.get();
                     let Some(line) = lines.get(i as usize) else {
                         return; // the panic followed the last handoff
@@ -365,7 +381,7 @@ impl Core {
             if result.is_err() {
                 // The panic may have struck between the miner handing out an event and the
                 // audit sink taking it: the tenant's next record of each key defines it again.
-                miners.tenant_mut(tenant).forget_definitions();
+                miner.forget_definitions();
             }
             result
         };
@@ -435,22 +451,43 @@ impl Core {
         //    The audit watermark is taken with them: every template event the snapshot holds
         //    has a seq <= it, and the snapshot may be installed only once they are all durable
         //    (recovery never re-emits events for templates a snapshot already holds).
-        let captured: Vec<(String, u64, Option<Vec<u8>>, u64)> = {
-            let miners = self.miners.lock().unwrap_or_else(PoisonError::into_inner);
-            let tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
-            tenants
-                .iter()
-                .map(|(t, s)| {
-                    // Acquire: pairs with the Release store after the frame's submit.
-                    let through = s.mined_through.load(Ordering::Acquire);
-                    let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
-                    let snapshot = (!mid_frame).then(|| miners.snapshot(t));
-                    // Relaxed: written under the miners' lock, which is held here.
-                    let watermark = s.watermark.load(Ordering::Relaxed);
-                    (t.clone(), through, snapshot, watermark)
-                })
-                .collect()
-        };
+        //    Tenant by tenant, each under its own miner's lock (the tenants' map is only
+        //    copied): a snapshot is encoded only for a tenant that mined since its installed
+        //    one, and encoding it stops no other tenant.
+        let states: Vec<(String, Arc<TenantState>)> = self
+            .tenants
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(t, s)| (t.clone(), Arc::clone(s)))
+            .collect();
+        let captured: Vec<(String, u64, Option<Vec<u8>>, u64)> = states
+            .into_iter()
+            .map(|(t, s)| {
+                let miner = s.miner.lock().unwrap_or_else(PoisonError::into_inner);
+                // `in_flight` first, Acquire: seen clear, it pairs with the Release that
+                // cleared it after `mined_through` moved, so the load below sees that frame
+                // (read the other way round, a frame ending between the loads would have its
+                // miner state claimed by an older lsn). No frame starts meanwhile: that needs
+                // the lock held here.
+                let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
+                let through = s.mined_through.load(Ordering::Acquire);
+                // Relaxed: only cuts (one at a time) read and write it.
+                let changed = through != s.snapshot_through.load(Ordering::Relaxed);
+                let snapshot = (!mid_frame && changed).then(|| {
+                    // Test hook (compiled out unless `failpoints`): a long encode.
+                    fail::fail_point!("node::cut::snapshot");
+                    ::metrics::counter!(metrics::SNAPSHOTS_ENCODED).increment(1);
+                    match miner.as_ref() {
+                        Some(m) => m.snapshot(),
+                        None => self.fresh_miner(&t).snapshot(),
+                    }
+                });
+                // Relaxed: written under the miner's lock, which is held here.
+                let watermark = s.watermark.load(Ordering::Relaxed);
+                (t, through, snapshot, watermark)
+            })
+            .collect();
         let cut = self.barrier.begin_cut();
         let epoch = cut.epoch();
         let barrier = Arc::clone(&self.barrier);
@@ -528,6 +565,16 @@ impl Core {
             match outcomes {
                 Ok(outcomes) => {
                     for o in outcomes {
+                        match o.snapshot {
+                            ourios_wal::SnapshotOutcome::Installed { lsn: at }
+                            | ourios_wal::SnapshotOutcome::Stale { current: at } => {
+                                // Relaxed: only cuts read and write it.
+                                self.tenant(o.tenant.as_str())
+                                    .snapshot_through
+                                    .store(at.0, Ordering::Relaxed);
+                            }
+                            _ => {}
+                        }
                         let to = match o.frontier {
                             ourios_wal::FrontierOutcome::Advanced { to, .. } => to.0,
                             ourios_wal::FrontierOutcome::Held { to, .. } => to.0,

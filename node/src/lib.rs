@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use anyhow::Context;
 use object_store::ObjectStore;
 use ourios_barrier::Barrier;
-use ourios_miner::{Clock, MinerCluster, MinerConfig, SystemClock};
+use ourios_miner::{Clock, MinerConfig, SystemClock, TenantMiner};
 use ourios_publisher::{PublishCoordinator, PublisherConfig};
 use ourios_sinks::{AuditSinkConfig, RecordSinkConfig, SharedParquetAuditSink, SharedParquetSink};
 use ourios_wal::{ReplayMode, TenantId, Wal, WalConfig};
@@ -210,7 +210,8 @@ impl Node {
         let clock = options.clock.unwrap_or_else(|| Arc::new(SystemClock));
         let core = Arc::new(Core {
             wal,
-            miners: Mutex::new(MinerCluster::with_clock(miner_config, clock)),
+            miner_config,
+            clock,
             records,
             barrier,
             coordinator,
@@ -406,13 +407,28 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             regenerating.push(Arc::clone(&state));
         }
         if let Some(snapshot) = core.wal.read_snapshot(&tenant)? {
-            let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Err(e) = miners.restore(tenant.as_str(), &snapshot.state) {
-                // A snapshot is a rebuildable cache; the WAL's marks make this tenant replay.
-                eprintln!(
-                    "ourios: snapshot of tenant {} not used: {e}",
-                    tenant.as_str()
-                );
+            let restored = TenantMiner::restore(
+                tenant.as_str(),
+                core.miner_config.clone(),
+                Arc::clone(&core.clock),
+                &snapshot.state,
+            );
+            match restored {
+                Ok(miner) => {
+                    *state.miner.lock().unwrap_or_else(PoisonError::into_inner) = Some(miner);
+                    // Relaxed: no cut runs during recovery's first steps.
+                    state
+                        .snapshot_through
+                        .store(marks.snapshot.0, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    // A snapshot is a rebuildable cache; the WAL's marks make this tenant
+                    // replay.
+                    eprintln!(
+                        "ourios: snapshot of tenant {} not used: {e}",
+                        tenant.as_str()
+                    );
+                }
             }
         }
     }
@@ -450,17 +466,18 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
         let state = core.tenant(&tenant);
         match frame.mode {
             ReplayMode::RegenerationOnly => {
-                let mut miners = core.miners.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut slot = state.miner.lock().unwrap_or_else(PoisonError::into_inner);
+                let miner = slot.get_or_insert_with(|| core.fresh_miner(&tenant));
                 for line in &lines {
                     let regenerated =
                         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            miners.regenerate(&tenant, &line.body);
+                            miner.ingest_regenerate(&line.body);
                         }));
                     if regenerated.is_err() {
                         // The state is a cache and keys are content-addressed: a torn miner
                         // starts again empty, as on the live path.
                         ::metrics::counter!(metrics::MINE_PANICS).increment(1);
-                        miners.reset(&tenant);
+                        *miner = core.fresh_miner(&tenant);
                     }
                 }
                 recovery.regenerated += 1;

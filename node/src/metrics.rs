@@ -28,6 +28,8 @@ pub const ENCODE_WORKER_RESPAWNS: &str = "ourios.encode.worker_respawns";
 /// Counter: encode workers that could not be spawned (no thread to be had); not retried. With
 /// none left the pool disconnects and mined records go straight to the buffers.
 pub const ENCODE_WORKER_SPAWN_FAILURES: &str = "ourios.encode.worker_spawn_failures";
+/// Counter: miner snapshots a cut encoded (one per tenant that mined since its installed one).
+pub const SNAPSHOTS_ENCODED: &str = "ourios.barrier.snapshots_encoded";
 /// Counter: barrier cuts, label `result` (`stamped`, `partial`, `not_stamped`).
 pub const CUTS: &str = "ourios.barrier.cuts";
 /// Gauge: the epoch latch's failed epoch (`u32::MAX` = clear).

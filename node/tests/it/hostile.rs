@@ -416,3 +416,75 @@ async fn hostile_a_full_buffer_pushes_back_and_loses_nothing() {
     );
     node.shutdown().await.unwrap();
 }
+
+/// Proves a cut encodes a snapshot only for a tenant that mined since its installed one: with
+/// three tenants stamped, a second cut after only `a` mined encodes one snapshot, a third cut
+/// after nothing encodes none, and a restart recovers `a` from the newer snapshot and `b`,
+/// `c` from theirs (nothing replayed above the frontiers).
+///
+/// Fails without the `changed` test in the capture (every cut encodes every tenant's miner).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_cut_snapshots_only_the_tenants_that_mined() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let cfg = config(dir.path(), inline);
+    let node = start(cfg.clone(), &store).await;
+    let encoded = || metric(&node, ourios_node::metrics::SNAPSHOTS_ENCODED, &[]);
+    let mut last = Vec::new();
+    for t in ["a", "b", "c"] {
+        last.push(ingest(&node, t, &lines(3, 1)).await);
+    }
+    let before = encoded().await;
+    cut(&node).await;
+    assert_eq!(encoded().await, before + 3.0, "every tenant mined");
+    let a = ingest(&node, "a", &lines(3, 2)).await;
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("a"), Some(&a.0), "{report:?}");
+    assert_eq!(encoded().await, before + 4.0, "only `a` mined since");
+    cut(&node).await;
+    assert_eq!(encoded().await, before + 4.0, "nothing mined since");
+    for t in ["a", "b", "c"] {
+        let m = marks(&node, t);
+        assert_eq!(
+            m.snapshot, m.frontier,
+            "{t}: its snapshot is at its frontier"
+        );
+    }
+    node.shutdown().await.unwrap();
+    let node = start(cfg, &store).await;
+    assert_eq!(node.recovery.mined, 0, "{:?}", node.recovery);
+    node.shutdown().await.unwrap();
+}
+
+/// Proves a snapshot is encoded outside any lock another tenant's ingest needs: while a cut is
+/// held inside the encode of tenant `a`'s snapshot (under `a`'s miner lock), a request for
+/// tenant `b` is mined and acknowledged; then the cut finishes and stamps both.
+///
+/// Fails with one lock over every tenant's miner (as before): `b`'s mining waits for the
+/// held cut and the bounded wait reports a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_snapshot_encode_does_not_stop_other_tenants() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), inline), &store).await;
+    ingest(&node, "a", &lines(3, 1)).await;
+    let gate = FailGate::hold_at("node::cut::snapshot", 0);
+    let cadence = node.cadence.clone();
+    let held = tokio::spawn(async move { cadence.cut_now().await });
+    gate.reached().await;
+    let b = bounded(
+        "b's ingest during a's snapshot encode",
+        ingest(&node, "b", &lines(3, 2)),
+    )
+    .await;
+    assert!(!held.is_finished(), "the cut is still inside a's encode");
+    gate.release();
+    let report = held_cut("the held cut", held).await;
+    assert!(report.stamped.contains_key("a"), "{report:?}");
+    fail::remove("node::cut::snapshot");
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("b"), Some(&b.0), "{report:?}");
+    node.shutdown().await.unwrap();
+}
