@@ -154,6 +154,7 @@ fn ci(root: &Path) -> Result<()> {
     step("rfc 0056", || rfc::run(root, "0056", false))?;
     step("rfc 0057", || rfc::run(root, "0057", false))?;
     step("rfc 0058", || rfc::run(root, "0058", false))?;
+    step("rfc 0059", || rfc::run(root, "0059", false))?;
     step("interop", || interop_in_ci(root))?;
     // The short form: the debug node (already built), 20 seconds of kills.
     step("chaos (short)", || {
