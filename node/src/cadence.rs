@@ -59,6 +59,7 @@ async fn sweep_step(core: Arc<Core>, age: Duration) {
     let mut drained = core.coordinator.drain_aged(age);
     let verdict = core.coordinator.write_ordered(&mut drained).await;
     let guard = drained.finish();
+    crate::core::record_failures(&core.coordinator, guard.epoch(), &verdict);
     guard.complete(if verdict.all_durable() {
         PublishOutcome::Durable
     } else {

@@ -115,6 +115,10 @@ pub struct CutReport {
     pub epoch: u32,
     /// `all_ok(E)`: no publish tagged <= E failed or panicked.
     pub prior_ok: bool,
+    /// When `prior_ok` is false and every failure is attributed: the tenants whose failed
+    /// publishes hold them back (the others may stamp). Empty with `prior_ok` false: every
+    /// tenant is held back.
+    pub held_back: Vec<String>,
     /// The cut's own drain was durable for every non-terminal tenant.
     pub cut_ok: bool,
     /// Tenants whose frontier was stamped, with the frontier.
@@ -439,12 +443,15 @@ impl Core {
         //    settled ones (waiting for publishes of earlier epochs still in flight); only a
         //    publish that settles after the capture fails `all_ok(E)` below.
         let settled = self.barrier.begin_cut();
+        let settled_epoch = settled.epoch();
         let barrier = Arc::clone(&self.barrier);
         tokio::task::spawn_blocking(move || {
             let _ = barrier.quiesce_publishes(&settled);
         })
         .await
         .expect("quiesce does not panic");
+        // The failures that verdict absorbed are not this cut's either (RFC 0059.15).
+        let _ = self.coordinator.failures().take_through(settled_epoch);
 
         // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
         //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
@@ -499,6 +506,15 @@ impl Core {
         .await
         .expect("quiesce does not panic");
         let prior_ok = verdict.all_ok(epoch);
+        // Per tenant (RFC 0059.15): when every failure the verdict consumed was recorded with
+        // its tenants (none panicked, none unrecorded), only those tenants are held back;
+        // otherwise every tenant is, as `prior_ok` alone says.
+        let failed = self.coordinator.failures().take_through(epoch);
+        let attributed = !verdict.is_stale()
+            && !failed.unattributed
+            && verdict.panicked_publishes() == 0
+            && failed.recorded >= verdict.failed_publishes();
+        let prior_ok_for = |t: &Tenant| prior_ok || (attributed && !failed.tenants.contains(t));
 
         // 2. The cut's own drain, in order.
         let mut drained = self.coordinator.drain_all();
@@ -510,6 +526,7 @@ impl Core {
             *v == ourios_publisher::TenantVerdict::Durable || self.records.is_terminal(t)
         });
         let guard = drained.finish();
+        record_failures(&self.coordinator, guard.epoch(), &written);
         guard.complete(if written.all_durable() {
             PublishOutcome::Durable
         } else {
@@ -520,6 +537,15 @@ impl Core {
         let mut report = CutReport {
             epoch,
             prior_ok,
+            held_back: if prior_ok || !attributed {
+                Vec::new()
+            } else {
+                failed
+                    .tenants
+                    .iter()
+                    .map(|t| t.as_str().to_owned())
+                    .collect()
+            },
             cut_ok,
             published_records: written.published_records,
             ..Default::default()
@@ -541,7 +567,7 @@ impl Core {
             if frontier == 0 {
                 continue; // nothing of this tenant was mined yet: nothing to stamp
             }
-            let ok = prior_ok && written.is_durable(&t) && !self.records.is_terminal(&t);
+            let ok = prior_ok_for(&t) && written.is_durable(&t) && !self.records.is_terminal(&t);
             match (ok, TenantId::new(&tenant)) {
                 (true, Ok(tid)) => stamps.push((tid, frontier, snapshot)),
                 _ => report.not_stamped.push(tenant),
@@ -670,6 +696,23 @@ impl Core {
 }
 
 /// The miner's audit event as the sink stores it.
+/// Records the tenants a sweep's or cut's drain did not make durable, under its guard's epoch,
+/// before the guard settles (RFC 0059.15).
+pub(crate) fn record_failures(
+    coordinator: &PublishCoordinator,
+    epoch: u32,
+    written: &ourios_publisher::WriteVerdict,
+) {
+    if !written.all_durable() {
+        let failed = written
+            .tenants
+            .iter()
+            .filter(|(_, v)| **v != ourios_publisher::TenantVerdict::Durable)
+            .map(|(t, _)| t.clone());
+        coordinator.failures().record(epoch, failed);
+    }
+}
+
 /// The wall clock in nanoseconds since the Unix epoch (0 before it).
 fn now_unix_nanos() -> i128 {
     std::time::SystemTime::now()

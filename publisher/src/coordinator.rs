@@ -92,6 +92,7 @@ pub(crate) struct Inner {
     pub(crate) barrier: Arc<Barrier>,
     pub(crate) runtime: tokio::runtime::Handle,
     pub(crate) slot: PublisherSlot,
+    pub(crate) failures: crate::FailureLog,
 }
 
 impl PublishCoordinator {
@@ -111,6 +112,7 @@ impl PublishCoordinator {
                 barrier,
                 runtime,
                 slot: PublisherSlot::new(config),
+                failures: crate::FailureLog::default(),
             }),
         };
         coordinator.ensure_publisher();
@@ -125,6 +127,11 @@ impl PublishCoordinator {
     /// The audit sink.
     pub fn audit(&self) -> &SharedParquetAuditSink {
         &self.inner.audit
+    }
+
+    /// The failed publishes not yet taken by a cut, with their tenants (RFC 0059.15).
+    pub fn failures(&self) -> &crate::FailureLog {
+        &self.inner.failures
     }
 
     fn empty_drained(&self) -> SweepDrained {

@@ -9,8 +9,10 @@
 //! It knows nothing of HTTP or the WAL: frontiers and snapshots are the node's business.
 
 mod coordinator;
+mod failures;
 pub mod metrics;
 mod publisher;
 
 pub use coordinator::{PublishCoordinator, SweepDrained, TenantVerdict, WriteVerdict};
+pub use failures::{FailedScope, FailureLog};
 pub use publisher::{Detached, PublisherConfig};

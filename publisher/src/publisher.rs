@@ -244,9 +244,17 @@ fn run(inner: Arc<Inner>, rx: Receiver<Detached>) {
             // The item is owned by this closure: an unwind drops it here, so its batch
             // requeues and its token reports + settles as panicked, before catch_unwind returns.
             let mut item = item;
+            // Taken before the publish: a requeued partition leaves the batch.
+            let tenants: Vec<_> = (0..item.len())
+                .filter_map(|i| item.get(i).map(|p| p.key.tenant.clone()))
+                .collect();
             let outcome = c.inner.runtime.block_on(c.publish_detached(&mut item));
             ::metrics::counter!(metrics::PUBLISHER_ITEMS, "outcome" => outcome_label(outcome))
                 .increment(1);
+            if !outcome.is_ok() {
+                // Before the settle: the cut that waits for this share finds the entry.
+                c.inner.failures.record(item.guard().epoch(), tenants);
+            }
             item.complete(outcome);
         }));
         if result.is_err() {
@@ -270,6 +278,8 @@ impl PublishCoordinator {
     /// they are not durable yet, then its partition. Terminal tenants and audit-before-records
     /// refusals requeue inside `publish_owned`.
     async fn publish_detached(&self, batch: &mut RecoverableBatch<Partition>) -> PublishOutcome {
+        // Test hook (compiled out unless `failpoints`): a detached publish held before it runs.
+        fail::fail_point!("publisher::detached::publish");
         let needs_audit = batch.pending_indices().into_iter().any(|i| {
             batch.get(i).is_some_and(|p| {
                 !self

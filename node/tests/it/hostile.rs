@@ -488,3 +488,62 @@ async fn hostile_a_snapshot_encode_does_not_stop_other_tenants() {
     assert_eq!(report.stamped.get("b"), Some(&b.0), "{report:?}");
     node.shutdown().await.unwrap();
 }
+
+/// RFC0059.15: one tenant's failing publish does not hold back another tenant's frontier. A
+/// cut is held between its two verdicts (inside tenant `a`'s snapshot encode); meanwhile
+/// tenant `b`'s partition is detached and its put fails (the store refuses `b`'s records), so
+/// the failure is tagged with the cut's epoch and its verdict is not `all_ok`. The cut still
+/// stamps `a` and names `b` as held back; once the store takes `b` again the next cut stamps
+/// it, and every id is stored once.
+///
+/// Fails with the node-wide verdict (`prior_ok` alone decides): `a` is not stamped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_failing_tenant_does_not_hold_back_another() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| {
+            inline(a);
+            a.partition_target_bytes = Some(4096);
+        }),
+        &store,
+    )
+    .await;
+    let barrier = node.core.barrier();
+    let a = ingest(&node, "a", &lines(2, 1)).await;
+    store.on_prefix(
+        "records/tenant=b",
+        ourios_sinks::testing::Fault::Transient,
+        None,
+    );
+    let gate = FailGate::hold_at("node::cut::snapshot", 0);
+    let cadence = node.cadence.clone();
+    let held = tokio::spawn(async move { cadence.cut_now().await });
+    gate.reached().await;
+    let failed = barrier.stats().publishes_failed;
+    let b = ingest(&node, "b", &lines(40, 2)).await;
+    wait_until("b's detached publish failed", || {
+        barrier.stats().publishes_failed > failed
+    })
+    .await;
+    gate.release();
+    let report = held_cut("the held cut", held).await;
+    fail::remove("node::cut::snapshot");
+    assert!(
+        !report.prior_ok,
+        "b's failure is in this cut's verdict: {report:?}"
+    );
+    assert_eq!(report.held_back, vec!["b".to_owned()], "{report:?}");
+    assert_eq!(report.stamped.get("a"), Some(&a.0), "{report:?}");
+    assert!(!report.stamped.contains_key("b"), "{report:?}");
+
+    store.clear_faults();
+    let report = cut(&node).await;
+    assert_eq!(report.stamped.get("b"), Some(&b.0), "{report:?}");
+    let counts = ids_in_store(&store).await;
+    for id in [frame_ids(a, 2), frame_ids(b, 40)].concat() {
+        assert_eq!(counts.get(&id), Some(&1), "{id:?} once");
+    }
+    node.shutdown().await.unwrap();
+}

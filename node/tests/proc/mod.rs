@@ -238,7 +238,11 @@ pub(crate) fn http_with_head(
     head.push_str("\r\n");
     let mut request = head.into_bytes();
     request.extend_from_slice(body);
-    stream.write_all(&request)?;
+    // Written from a second thread while this one reads: a server may answer and close before
+    // the whole body is sent (a body past its limit), and the answer must be read before the
+    // reset the rest of the body provokes can discard it.
+    let mut writer = stream.try_clone()?;
+    let sending = thread::spawn(move || writer.write_all(&request));
     let mut response = Vec::new();
     let mut buf = [0u8; 4096];
     let broke = loop {
@@ -249,6 +253,9 @@ pub(crate) fn http_with_head(
             Err(e) => break Some(e),
         }
     };
+    let wrote = sending
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("the writer thread panicked")));
     let status = response
         .strip_prefix(b"HTTP/1.1 ")
         .and_then(|r| r.get(..3))
@@ -263,11 +270,13 @@ pub(crate) fn http_with_head(
             let body_at = (head_end + 4).min(response.len());
             Ok((s, head, response[body_at..].to_vec()))
         }
-        (None, Some(e)) => Err(e),
-        (None, None) => Err(std::io::Error::new(
-            std::io::ErrorKind::UnexpectedEof,
-            "connection closed before a status line",
-        )),
+        (None, Some(e)) => Err(wrote.err().unwrap_or(e)),
+        (None, None) => Err(wrote.err().unwrap_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed before a status line",
+            )
+        })),
     }
 }
 
