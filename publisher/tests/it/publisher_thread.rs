@@ -254,3 +254,40 @@ fn close_stops_the_publisher_and_later_enqueues_park() {
     assert!(!verdict.all_ok(cut_epoch));
     assert_eq!(rig.buffered("a"), ids);
 }
+
+/// RFC0059.15 on the publisher thread: a detached partition whose put fails (transient) is
+/// recorded in the failure log with its tenant under its batch's epoch before the share
+/// settles, so the cut that waits for it finds the entry; a partition that publishes records
+/// nothing.
+///
+/// Fails if `run` records an ok outcome (the `!` deleted), records after the settle's
+/// requeue has emptied the batch (no tenant named), or records nothing.
+#[test]
+fn a_failed_detached_publish_is_logged_with_its_tenant() {
+    let mut rig = Rig::new();
+    rig.append("a", 0, 3);
+    rig.append("b", 0, 3);
+    rig.store
+        .on_prefix("records/tenant=b", Fault::Transient, Some(1));
+    let parts = detach_all(&rig);
+    let epoch = enqueue_as_one_batch(&rig, parts);
+    let (verdict, cut_epoch) = quiesce(&rig);
+    assert!(!verdict.all_ok(cut_epoch), "b's put failed");
+    assert_eq!(verdict.panicked_publishes(), 0);
+    let scope = rig.coord.failures().take_through(epoch);
+    assert_eq!(scope.recorded, verdict.failed_publishes(), "{scope:?}");
+    assert!(!scope.unattributed, "{scope:?}");
+    assert_eq!(
+        scope.tenants,
+        BTreeSet::from([ourios_sinks::Tenant::new("b")]),
+        "only the tenant whose put failed"
+    );
+
+    // Published now: nothing more is recorded.
+    let parts = detach_all(&rig);
+    assert!(!parts.is_empty(), "b's partition was requeued");
+    let epoch = enqueue_as_one_batch(&rig, parts);
+    let (verdict, cut_epoch) = quiesce(&rig);
+    assert!(verdict.all_ok(cut_epoch));
+    assert_eq!(rig.coord.failures().take_through(epoch).recorded, 0);
+}
