@@ -369,28 +369,45 @@ fn chaos(args: &[String]) -> Result<()> {
             other => bail!("chaos: unknown flag `{other}` (expected --secs N, --debug)"),
         }
     }
-    let secs_text = secs.to_string();
-    let mut envs: Vec<(&str, String)> = vec![("OURIOS_CRASH_SECS", secs_text)];
-    if !debug {
-        let node = release_node_dir()?.join("ourios-node");
-        envs.push(("OURIOS_CRASH_NODE", node.display().to_string()));
-    }
-    let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    cargo_env(
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ourios-node",
-            "--test",
-            "crash",
-            "--",
-            "--nocapture",
-            // The two-node test runs its fixed rounds after the timed one, not beside it.
-            "--test-threads=1",
-        ],
-        &envs,
+    let secs = secs.to_string();
+    // The two-node test runs its fixed rounds after the timed one, not beside it.
+    process_test(
+        "crash",
+        debug,
+        &[("OURIOS_CRASH_SECS", &secs)],
+        &["--test-threads=1"],
     )
+}
+
+/// Runs the node's process test `test` (its own test binary) with `--nocapture`, against the
+/// release node unless `debug` (`OURIOS_CRASH_NODE` names the binary), with `envs` and `args`.
+fn process_test(test: &str, debug: bool, envs: &[(&str, &str)], args: &[&str]) -> Result<()> {
+    let node = if debug {
+        None
+    } else {
+        Some(
+            release_node_dir()?
+                .join("ourios-node")
+                .display()
+                .to_string(),
+        )
+    };
+    let mut envs = envs.to_vec();
+    if let Some(node) = node.as_deref() {
+        envs.push(("OURIOS_CRASH_NODE", node));
+    }
+    let mut cmd = vec![
+        "test",
+        "--locked",
+        "-p",
+        "ourios-node",
+        "--test",
+        test,
+        "--",
+        "--nocapture",
+    ];
+    cmd.extend_from_slice(args);
+    cargo_env(&cmd, &envs)
 }
 
 /// `cargo xtask hostile [--debug]`: the hostile-input suite (`node/tests/hostile.rs`) against
@@ -405,33 +422,7 @@ fn hostile(args: &[String]) -> Result<()> {
             other => bail!("hostile: unknown flag `{other}` (expected --debug)"),
         }
     }
-    let node = if debug {
-        None
-    } else {
-        Some(
-            release_node_dir()?
-                .join("ourios-node")
-                .display()
-                .to_string(),
-        )
-    };
-    let envs: Vec<(&str, &str)> = node
-        .as_deref()
-        .map(|n| vec![("OURIOS_CRASH_NODE", n)])
-        .unwrap_or_default();
-    cargo_env(
-        &[
-            "test",
-            "--locked",
-            "-p",
-            "ourios-node",
-            "--test",
-            "hostile",
-            "--",
-            "--nocapture",
-        ],
-        &envs,
-    )
+    process_test("hostile", debug, &[], &[])
 }
 
 /// The cargo-fuzz targets in `xtask/fuzz` (their own workspace, built with nightly).

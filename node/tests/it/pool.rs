@@ -99,17 +99,7 @@ async fn rfc0054_submit_after_worker_panic_is_published() {
     .await;
     let c = ingest(&node, "t", &lines(4, 3)).await;
 
-    let frames = [(a, 6), (b, 5), (c, 4)];
-    let report = cut(&node).await;
-    for (lsn, n) in frames {
-        assert_eq!(
-            missing(&store, &frame_ids(lsn, n)).await,
-            vec![],
-            "frame {lsn:?}"
-        );
-    }
-    assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
-    assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+    cut_publishes_frames(&node, &store, "t", &[(a, 6), (b, 5), (c, 4)]).await;
     assert_eq!(
         metric(&node, INGEST_ENCODE_FALLBACK, &[]).await,
         fallback,
@@ -151,17 +141,7 @@ async fn a_pool_whose_respawn_fails_requeues_its_queue() {
     let c = ingest(&node, "t", &lines(4, 3)).await;
     fail::remove("node::pool::spawn");
 
-    let frames = [(a, 6), (b, 5), (c, 4)];
-    let report = cut(&node).await;
-    for (lsn, n) in frames {
-        assert_eq!(
-            missing(&store, &frame_ids(lsn, n)).await,
-            vec![],
-            "frame {lsn:?}"
-        );
-    }
-    assert_eq!(report.stamped.get("t"), Some(&c.0), "{report:?}");
-    assert_frontier_only_over_durable(&node, &store, "t", &frames).await;
+    cut_publishes_frames(&node, &store, "t", &[(a, 6), (b, 5), (c, 4)]).await;
     assert_eq!(
         metric(&node, ENCODE_WORKER_SPAWN_FAILURES, &[]).await,
         failures + 1.0

@@ -220,6 +220,28 @@ pub(crate) async fn cut(node: &Node) -> CutReport {
     }
 }
 
+/// Runs a cut and asserts it published every id of `frames` (lsn, record count), stamped
+/// `tenant` at the last frame, and moved the frontier only over durable data.
+pub(crate) async fn cut_publishes_frames(
+    node: &Node,
+    store: &FaultyStore,
+    tenant: &str,
+    frames: &[(Lsn, usize)],
+) -> CutReport {
+    let report = cut(node).await;
+    for (lsn, n) in frames {
+        assert_eq!(
+            missing(store, &frame_ids(*lsn, *n)).await,
+            vec![],
+            "frame {lsn:?}"
+        );
+    }
+    let last = frames.iter().map(|(lsn, _)| lsn.0).max();
+    assert_eq!(report.stamped.get(tenant).copied(), last, "{report:?}");
+    assert_frontier_only_over_durable(node, store, tenant, frames).await;
+    report
+}
+
 /// One sweep through the real sweep loop.
 /// Waits (bounded) for a cut that was started on its own task and returns its report; panics
 /// naming `what` if it did not finish with one.
