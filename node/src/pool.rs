@@ -95,7 +95,9 @@ impl EncodePool {
             Err(e) => {
                 // No thread for the supervisor: the pool starts disconnected (its end ran when
                 // the closure was dropped) and every submit takes the counted fallback.
-                eprintln!("ourios: the encode pool could not start ({e}); mining appends inline");
+                eprintln!(
+                    "ourios: the encode pool could not start ({e}); mined records go straight to the record buffers"
+                );
                 None
             }
         };
