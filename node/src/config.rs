@@ -38,6 +38,10 @@ pub struct ServeArgs {
     /// Largest accepted request body after decompression, in bytes [default: 16777216].
     #[arg(long, env = "OURIOS_MAX_BODY_BYTES")]
     pub max_body_bytes: Option<usize>,
+    /// Most log records in one request, counted before decoding; past it a request gets 413
+    /// [default: 100000].
+    #[arg(long, env = "OURIOS_MAX_RECORDS_PER_REQUEST")]
+    pub max_records_per_request: Option<usize>,
     /// Seconds between age sweeps [default: 5].
     #[arg(long, env = "OURIOS_SWEEP_SECS")]
     pub sweep_secs: Option<u64>,
@@ -89,6 +93,7 @@ struct FileConfig {
     store: Option<String>,
     default_tenant: Option<String>,
     max_body_bytes: Option<usize>,
+    max_records_per_request: Option<usize>,
     sweep_secs: Option<u64>,
     partition_max_age_secs: Option<u64>,
     barrier_secs: Option<u64>,
@@ -116,6 +121,8 @@ pub struct Config {
     pub default_tenant: String,
     /// Request body limit.
     pub max_body_bytes: usize,
+    /// Records per request limit.
+    pub max_records_per_request: usize,
     /// Age sweep period.
     pub sweep_every: Duration,
     /// Partition age the sweep publishes.
@@ -205,6 +212,10 @@ impl Config {
                 .max_body_bytes
                 .or(file.max_body_bytes)
                 .unwrap_or(16 << 20),
+            max_records_per_request: args
+                .max_records_per_request
+                .or(file.max_records_per_request)
+                .unwrap_or(100_000),
             sweep_every: Duration::from_secs(args.sweep_secs.or(file.sweep_secs).unwrap_or(5)),
             partition_max_age: Duration::from_secs(
                 args.partition_max_age_secs
@@ -263,6 +274,9 @@ impl Config {
         }
         if self.max_body_bytes == 0 {
             return bad("max_body_bytes", &0, "must be at least 1");
+        }
+        if self.max_records_per_request == 0 {
+            return bad("max_records_per_request", &0, "must be at least 1");
         }
         if self.max_inflight_requests == 0 || self.max_inflight_requests > MAX_INFLIGHT_LIMIT {
             return bad(

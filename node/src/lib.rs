@@ -149,10 +149,14 @@ impl Node {
         let wal_config = WalConfig {
             max_segment_bytes: config.wal_segment_bytes,
             // One size limit: any body the HTTP layer accepts fits one frame (its canonical
-            // protobuf is at most its decoded size), so no request gets a retryable refusal it
-            // can never get past.
+            // protobuf is at most its decoded size, plus the receive time stamped into each
+            // record that had no time: a fixed64 field and a longer length prefix, under 16
+            // bytes a record), so no request gets a refusal it can never get past.
             max_frame_bytes: ourios_wal::DEFAULT_MAX_FRAME_BYTES.max(
-                config.max_body_bytes + ourios_wal::FRAME_HEADER_LEN + ourios_wal::MAX_TENANT_LEN,
+                config.max_body_bytes
+                    + config.max_records_per_request.saturating_mul(16)
+                    + ourios_wal::FRAME_HEADER_LEN
+                    + ourios_wal::MAX_TENANT_LEN,
             ),
             ..WalConfig::new(config.wal_dir())
         };
@@ -294,6 +298,7 @@ impl Node {
             metrics: metrics_handle,
             default_tenant: config.default_tenant.clone(),
             max_body_bytes: config.max_body_bytes,
+            max_records: config.max_records_per_request,
             admission: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_requests)),
             max_inflight: config.max_inflight_requests,
             store_probe: Arc::clone(&store),

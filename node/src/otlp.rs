@@ -38,6 +38,18 @@ pub enum DecodeError {
     /// The request carries no log record.
     #[error("request carries no log records")]
     Empty,
+    /// The request carries more log records than one request may (counted before decoding,
+    /// so they are never allocated).
+    #[error(
+        "request carries {records} log records, above the limit of {limit} per request \
+         (max_records_per_request): send smaller batches"
+    )]
+    TooManyRecords {
+        /// The records counted (for JSON, an upper bound: the objects in the body).
+        records: usize,
+        /// The configured limit.
+        limit: usize,
+    },
     /// Flattened, the request would hold more bytes than the limit: every record carries its
     /// resource's and scope's attributes, so a small request with a large resource attribute
     /// and many records expands far beyond its body.
@@ -107,13 +119,73 @@ impl Format {
 /// default 16 MiB limit): what one request may cost in memory until it is published.
 pub const EXPANSION_FACTOR: usize = 4;
 
+/// What one request may hold: checked while decoding, before anything is allocated per record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of body after decompression (`max_body_bytes`).
+    pub body_bytes: usize,
+    /// Log records (`max_records_per_request`).
+    pub records: usize,
+}
+
+/// JSON objects allowed per record: a JSON body is refused, before it is parsed, when it holds
+/// more objects than this many times the record limit (each object parses into a struct many
+/// times its two bytes of text). Room for about three attributes per record.
+pub const JSON_OBJECTS_PER_RECORD: usize = 8;
+
+/// Counts the log records of a protobuf `ExportLogsServiceRequest` by walking its wire format,
+/// without decoding or allocating: `resource_logs` (field 1), their `scope_logs` (field 2),
+/// their `log_records` (field 2). `None` when the bytes are not well-formed protobuf (the
+/// decoder then says why).
+pub fn wire_record_count(body: &[u8]) -> Option<usize> {
+    fn fields(mut buf: &[u8], mut each: impl FnMut(u32, &[u8]) -> Option<()>) -> Option<()> {
+        while !buf.is_empty() {
+            let key = prost::encoding::decode_varint(&mut buf).ok()?;
+            let field = u32::try_from(key >> 3).ok()?;
+            match key & 7 {
+                0 => {
+                    prost::encoding::decode_varint(&mut buf).ok()?;
+                }
+                1 => buf = buf.get(8..)?,
+                2 => {
+                    let len =
+                        usize::try_from(prost::encoding::decode_varint(&mut buf).ok()?).ok()?;
+                    let value = buf.get(..len)?;
+                    buf = &buf[len..];
+                    each(field, value)?;
+                }
+                5 => buf = buf.get(4..)?,
+                _ => return None, // groups (3, 4) and unknown wire types
+            }
+        }
+        Some(())
+    }
+    let mut records = 0usize;
+    fields(body, |f, resource_logs| {
+        if f != 1 {
+            return Some(());
+        }
+        fields(resource_logs, |f, scope_logs| {
+            if f != 2 {
+                return Some(());
+            }
+            fields(scope_logs, |f, _| {
+                records += usize::from(f == 2);
+                Some(())
+            })
+        })
+    })?;
+    Some(records)
+}
+
 /// Decodes a request body into canonical protobuf bytes plus the decoded request.
 pub fn decode(
     format: Format,
     content_encoding: Option<&str>,
     body: &[u8],
-    limit: usize,
+    limits: Limits,
 ) -> Result<(Vec<u8>, ExportLogsServiceRequest), DecodeError> {
+    let limit = limits.body_bytes;
     let raw: std::borrow::Cow<'_, [u8]> =
         match content_encoding.map(|e| e.trim().to_ascii_lowercase()) {
             None => body.into(),
@@ -131,6 +203,24 @@ pub fn decode(
         };
     if raw.len() > limit {
         return Err(DecodeError::TooLarge { limit });
+    }
+    // Counted before decoding: a record is two bytes on the wire and hundreds decoded.
+    let counted = match format {
+        Format::Protobuf => wire_record_count(&raw),
+        Format::Json => {
+            Some(raw.iter().filter(|b| **b == b'{').count() / JSON_OBJECTS_PER_RECORD.max(1))
+        }
+    };
+    if let Some(n) = counted
+        && n > limits.records
+    {
+        return Err(DecodeError::TooManyRecords {
+            records: match format {
+                Format::Protobuf => n,
+                Format::Json => n * JSON_OBJECTS_PER_RECORD,
+            },
+            limit: limits.records,
+        });
     }
     let request = match format {
         Format::Protobuf => ExportLogsServiceRequest::decode(&*raw)?,
@@ -357,7 +447,7 @@ mod tests {
             Format::Protobuf,
             Some("gzip"),
             &gz.finish().unwrap(),
-            1 << 20,
+            body_limit(1 << 20),
         )
         .unwrap();
         assert_eq!(canonical, bytes);
@@ -371,12 +461,68 @@ mod tests {
     #[test]
     fn json_is_canonicalised_to_protobuf() {
         let json = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","body":{"stringValue":"hello 42"},"traceId":"0102030405060708090a0b0c0d0e0f10"}]}]}]}"#;
-        let (canonical, _) = decode(Format::Json, None, json, 1 << 20).unwrap();
+        let (canonical, _) = decode(Format::Json, None, json, body_limit(1 << 20)).unwrap();
         let back = decode_frame(&canonical).unwrap();
         let lines = flatten(&back);
         assert_eq!(lines[0].body, "hello 42");
         assert_eq!(lines[0].time_unix_nano, 1_700_000_000_000_000_000);
         assert_eq!(lines[0].trace_id.unwrap()[15], 0x10);
+    }
+
+    fn body_limit(bytes: usize) -> Limits {
+        Limits {
+            body_bytes: bytes,
+            records: 100_000,
+        }
+    }
+
+    /// The records counted on the wire before decoding are the records decoded, across
+    /// resources and scopes, with other fields between them; malformed bytes count as `None`.
+    #[test]
+    fn wire_record_count_counts_what_decodes() {
+        let mut req = request(&["a 1", "b 2", "c 3"]);
+        let mut second = req.resource_logs[0].clone();
+        second.scope_logs.push(second.scope_logs[0].clone());
+        req.resource_logs.push(second);
+        let bytes = req.encode_to_vec();
+        assert_eq!(wire_record_count(&bytes), Some(record_count(&req)));
+        assert_eq!(record_count(&req), 9);
+        assert_eq!(wire_record_count(b"\xff\xff\xff"), None);
+        assert_eq!(wire_record_count(&bytes[..bytes.len() - 1]), None);
+        assert_eq!(wire_record_count(&[]), Some(0));
+    }
+
+    /// A request past the record limit is refused before it is decoded, naming the limit; so is
+    /// a JSON body with more objects than the limit allows.
+    #[test]
+    fn too_many_records_are_refused_by_count() {
+        let limits = Limits {
+            body_bytes: 1 << 20,
+            records: 2,
+        };
+        let three = request(&["a 1", "b 2", "c 3"]).encode_to_vec();
+        let err = decode(Format::Protobuf, None, &three, limits).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                DecodeError::TooManyRecords {
+                    records: 3,
+                    limit: 2
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("max_records_per_request"), "{err}");
+        let two = request(&["a 1", "b 2"]).encode_to_vec();
+        assert!(decode(Format::Protobuf, None, &two, limits).is_ok());
+        let json = format!(
+            r#"{{"resourceLogs":[{{"scopeLogs":[{{"logRecords":[{}]}}]}}]}}"#,
+            vec!["{}"; 40].join(",")
+        );
+        assert!(matches!(
+            decode(Format::Json, None, json.as_bytes(), limits),
+            Err(DecodeError::TooManyRecords { limit: 2, .. })
+        ));
     }
 
     /// Bad bodies, oversize bodies, empty requests and unknown content types are refused with
@@ -385,17 +531,17 @@ mod tests {
     #[test]
     fn bad_input_is_refused_with_a_clear_error() {
         assert!(matches!(
-            decode(Format::Protobuf, None, b"\xff\xff\xff", 1 << 20),
+            decode(Format::Protobuf, None, b"\xff\xff\xff", body_limit(1 << 20)),
             Err(DecodeError::Protobuf(_))
         ));
         let big = request(&["x"; 100]).encode_to_vec();
         assert!(matches!(
-            decode(Format::Protobuf, None, &big, 10),
+            decode(Format::Protobuf, None, &big, body_limit(10)),
             Err(DecodeError::TooLarge { limit: 10 })
         ));
         let empty = ExportLogsServiceRequest::default().encode_to_vec();
         assert!(matches!(
-            decode(Format::Protobuf, None, &empty, 1 << 20),
+            decode(Format::Protobuf, None, &empty, body_limit(1 << 20)),
             Err(DecodeError::Empty)
         ));
         let err = Format::from_content_type(Some("text/plain"))
@@ -403,7 +549,7 @@ mod tests {
             .to_string();
         assert!(err.contains("text/plain"), "{err}");
         assert!(matches!(
-            decode(Format::Json, Some("br"), b"{}", 10),
+            decode(Format::Json, Some("br"), b"{}", body_limit(10)),
             Err(DecodeError::UnsupportedEncoding(_))
         ));
     }

@@ -31,6 +31,7 @@ pub(crate) struct AppState {
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     pub(crate) default_tenant: String,
     pub(crate) max_body_bytes: usize,
+    pub(crate) max_records: usize,
     /// Admission into the ingest path: one permit per request being validated, appended and
     /// mined.
     pub(crate) admission: Arc<tokio::sync::Semaphore>,
@@ -112,10 +113,16 @@ async fn logs(
     let encoding = headers
         .get(header::CONTENT_ENCODING)
         .and_then(|v| v.to_str().ok());
-    let (canonical, request) = match otlp::decode(format, encoding, &body, state.max_body_bytes) {
+    let limits = otlp::Limits {
+        body_bytes: state.max_body_bytes,
+        records: state.max_records,
+    };
+    let (canonical, request) = match otlp::decode(format, encoding, &body, limits) {
         Ok(ok) => ok,
         Err(
-            e @ (otlp::DecodeError::TooLarge { .. } | otlp::DecodeError::TooLargeExpanded { .. }),
+            e @ (otlp::DecodeError::TooLarge { .. }
+            | otlp::DecodeError::TooLargeExpanded { .. }
+            | otlp::DecodeError::TooManyRecords { .. }),
         ) => {
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
         }

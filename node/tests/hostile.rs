@@ -202,6 +202,23 @@ fn run_case(node: &NodeProc, case: &str, clients: usize) -> Outcome {
                 Expect::Refused(413, "fewer records per resource"),
             );
         }
+        // 4 million empty records in 8 MB: two bytes each on the wire, hundreds decoded.
+        "many_records" => {
+            fn wrap(tag: u8, payload: &[u8]) -> Vec<u8> {
+                let mut out = vec![tag];
+                prost::encoding::encode_varint(payload.len() as u64, &mut out);
+                out.extend_from_slice(payload);
+                out
+            }
+            let scope_logs: Vec<u8> = [0x12u8, 0x00].repeat(4_000_000);
+            let body = wrap(0x0a, &wrap(0x12, &scope_logs));
+            one(
+                Vec::new(),
+                body,
+                &[],
+                Expect::Refused(413, "max_records_per_request"),
+            );
+        }
         // 10 MiB, under the 16 MiB body limit: it always fits the WAL.
         "ten_mib" => {
             let ls = lines(case, 1_100, 10 << 10);
@@ -353,8 +370,9 @@ fn run_case(node: &NodeProc, case: &str, clients: usize) -> Outcome {
     out
 }
 
-const CASES: [&str; 11] = [
+const CASES: [&str; 12] = [
     "expansion",
+    "many_records",
     "ten_mib",
     "over_body_limit",
     "gzip_bomb",

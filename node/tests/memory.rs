@@ -102,8 +102,16 @@ fn an_acknowledged_request_holds_a_small_multiple_of_its_body() {
         for round in 0..2 {
             let body = request(16 << 10, 2_000).encode_to_vec();
             let decoding = Region::new(GLOBAL);
-            let (canonical, decoded) =
-                otlp::decode(Format::Protobuf, None, &body, 16 << 20).unwrap();
+            let (canonical, decoded) = otlp::decode(
+                Format::Protobuf,
+                None,
+                &body,
+                otlp::Limits {
+                    body_bytes: 16 << 20,
+                    records: 100_000,
+                },
+            )
+            .unwrap();
             // The decoded request's own size: what decode allocated beside the canonical copy.
             let decoded_size = live(&decoding) - canonical.len() as isize;
             let region = Region::new(GLOBAL);
