@@ -138,24 +138,19 @@ pub const JSON_OBJECTS_PER_RECORD: usize = 8;
 /// their `log_records` (field 2). `None` when the bytes are not well-formed protobuf (the
 /// decoder then says why).
 pub fn wire_record_count(body: &[u8]) -> Option<usize> {
+    // Keys and the fields not walked into are read and skipped by prost's own functions
+    // (groups included), so the walk accepts what the decoder accepts.
     fn fields(mut buf: &[u8], mut each: impl FnMut(u32, &[u8]) -> Option<()>) -> Option<()> {
+        use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
         while !buf.is_empty() {
-            let key = prost::encoding::decode_varint(&mut buf).ok()?;
-            let field = u32::try_from(key >> 3).ok()?;
-            match key & 7 {
-                0 => {
-                    prost::encoding::decode_varint(&mut buf).ok()?;
-                }
-                1 => buf = buf.get(8..)?,
-                2 => {
-                    let len =
-                        usize::try_from(prost::encoding::decode_varint(&mut buf).ok()?).ok()?;
-                    let value = buf.get(..len)?;
-                    buf = &buf[len..];
-                    each(field, value)?;
-                }
-                5 => buf = buf.get(4..)?,
-                _ => return None, // groups (3, 4) and unknown wire types
+            let (tag, wire_type) = decode_key(&mut buf).ok()?;
+            if wire_type == WireType::LengthDelimited {
+                let len = usize::try_from(decode_varint(&mut buf).ok()?).ok()?;
+                let value = buf.get(..len)?;
+                buf = &buf[len..];
+                each(tag, value)?;
+            } else {
+                skip_field(wire_type, tag, &mut buf, DecodeContext::default()).ok()?;
             }
         }
         Some(())
@@ -490,6 +485,16 @@ mod tests {
         assert_eq!(wire_record_count(b"\xff\xff\xff"), None);
         assert_eq!(wire_record_count(&bytes[..bytes.len() - 1]), None);
         assert_eq!(wire_record_count(&[]), Some(0));
+    }
+
+    /// Found by the `otlp_decode` fuzz target: an unknown group field (wire type 3, here field
+    /// 14) among the resource logs. The decoder skips it, so the count must too.
+    #[test]
+    fn wire_record_count_skips_groups_as_the_decoder_does() {
+        let body = b"\x1a\x00\x12\x00\x0a\x00\x0a\x00\x0a\x00\x12\x00\x0a\x00\x0a\x00\x0a\x06\x12\x02\x12\x00\x1a\x00\x12\x00\x0a\x00\x0a\x00\x0a\x06\x12\x02\x12\x00\x0a\x00\x1a\x00\x12\x00\x0a\x00\x0a\x00\x0a\x06\x12\x02\x12\x00\x1a\x00\x12\x00\x0a\x00\x0a\x00\x73\x65\x76\x65\x72\x69\x74\x79\x4e\x75\x6d\x62\x65\x72\x1a\x00\x12\x00\x0a\x00\x0a\x00\x0a\x06\x12\x02\x12\x00\x1a\x00\x0a\x00\x0a\x00\x0a\x00";
+        let decoded = ExportLogsServiceRequest::decode(&body[..]).expect("it decodes");
+        assert_eq!(wire_record_count(body), Some(record_count(&decoded)));
+        assert_eq!(record_count(&decoded), 4);
     }
 
     /// A request past the record limit is refused before it is decoded, naming the limit; so is
