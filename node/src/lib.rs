@@ -180,7 +180,6 @@ impl Node {
                 ..AuditSinkConfig::default()
             },
         );
-        let b = Arc::clone(&barrier);
         let records = SharedParquetSink::new(
             Arc::clone(&store),
             audit,
@@ -190,7 +189,6 @@ impl Node {
                 ..RecordSinkConfig::default()
             },
         )
-        .with_epoch_source(Arc::new(move || b.barrier_epoch()))
         .with_sealer(Arc::clone(&sealer) as Arc<dyn ourios_sinks::Sealer>);
         let coordinator = PublishCoordinator::new(
             records.clone(),

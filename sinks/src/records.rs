@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use object_store::path::Path;
@@ -116,8 +115,6 @@ pub struct PartitionInfo {
     pub bytes: usize,
     /// Maximum audit watermark.
     pub audit_watermark: u64,
-    /// Epoch recorded by the last requeue or park.
-    pub requeued_epoch: Option<u32>,
     /// Marked due by a requeue (taken by the next `drain_aged` whatever its age).
     pub due: bool,
 }
@@ -130,7 +127,6 @@ struct Buffered {
     bytes: usize,
     oldest: Instant,
     audit_watermark: u64,
-    requeued_epoch: Option<u32>,
     due: bool,
 }
 
@@ -207,7 +203,6 @@ impl RecordState {
             bytes: 0,
             oldest: Instant::now(),
             audit_watermark: 0,
-            requeued_epoch: None,
             due: false,
         });
         entry.records.push(record);
@@ -261,7 +256,6 @@ impl RecordState {
                     bytes: 0,
                     oldest: Instant::now(),
                     audit_watermark: 0,
-                    requeued_epoch: None,
                     out_floor: None,
                     sealed: Some(path),
                 };
@@ -306,7 +300,6 @@ impl RecordState {
             bytes: b.bytes,
             oldest: b.oldest,
             audit_watermark: b.audit_watermark,
-            requeued_epoch: b.requeued_epoch,
             out_floor: Some(b.min_lsn),
             sealed: None,
         })
@@ -329,7 +322,7 @@ impl RecordState {
     }
 
     /// Put `p` back ahead of whatever is buffered under its key.
-    fn put_back(&mut self, mut p: Partition, epoch: Option<u32>) {
+    fn put_back(&mut self, mut p: Partition) {
         let floor = p.out_floor.take();
         self.returned(&p.key.tenant, floor);
         p.recompute();
@@ -337,14 +330,12 @@ impl RecordState {
             // Sealed is forever: its key and content are fixed, so it waits apart.
             self.bytes += p.bytes;
             self.records += p.records.len();
-            p.requeued_epoch = epoch.or(p.requeued_epoch);
             self.sealed.push(p);
             return;
         }
         let min_lsn = p.records.iter().map(|r| r.id.lsn).min().unwrap_or(u64::MAX);
         self.bytes += p.bytes;
         self.records += p.records.len();
-        let epoch = epoch.or(p.requeued_epoch);
         match self.partitions.get_mut(&p.key) {
             Some(b) => {
                 let newer = std::mem::take(&mut b.records);
@@ -354,7 +345,6 @@ impl RecordState {
                 b.bytes += p.bytes;
                 b.oldest = b.oldest.min(p.oldest);
                 b.audit_watermark = b.audit_watermark.max(p.audit_watermark);
-                b.requeued_epoch = epoch.or(b.requeued_epoch);
                 b.due = true;
             }
             None => {
@@ -366,7 +356,6 @@ impl RecordState {
                         bytes: p.bytes,
                         oldest: p.oldest,
                         audit_watermark: p.audit_watermark,
-                        requeued_epoch: epoch,
                         due: true,
                     },
                 );
@@ -397,13 +386,10 @@ impl RecordState {
     }
 }
 
-type EpochSource = Arc<dyn Fn() -> u32 + Send + Sync>;
-
 struct RecordInner {
     store: Arc<dyn ObjectStore>,
     audit: SharedParquetAuditSink,
     config: RecordSinkConfig,
-    epoch_source: Mutex<Option<EpochSource>>,
     sealer: Mutex<Option<Arc<dyn Sealer>>>,
     /// Whether recovery's routing is in force, so `append` takes the state lock for it only
     /// then. Release: set after the routing is in `state`; Acquire: read before routing.
@@ -416,7 +402,6 @@ impl fmt::Debug for RecordInner {
         f.debug_struct("RecordInner")
             .field("store", &self.store)
             .field("config", &self.config)
-            .field("epoch_source", &lock(&self.epoch_source).is_some())
             .field("state", &self.state)
             .finish_non_exhaustive()
     }
@@ -451,20 +436,11 @@ impl SharedParquetSink {
                 store,
                 audit,
                 config,
-                epoch_source: Mutex::new(None),
                 sealer: Mutex::new(None),
                 routing: AtomicBool::new(false),
                 state: Mutex::new(RecordState::default()),
             }),
         }
-    }
-
-    /// Record `f()` (the current `barrier_epoch`) on every partition requeued or parked from
-    /// now on. `f` must not block; if it panics the epoch is left unrecorded rather than losing
-    /// the requeue.
-    pub fn with_epoch_source(self, f: Arc<dyn Fn() -> u32 + Send + Sync>) -> Self {
-        *lock(&self.inner.epoch_source) = Some(f);
-        self
     }
 
     /// Seal every unit before its first put through `sealer` (RFC 0058): from then on it is put
@@ -556,11 +532,6 @@ impl SharedParquetSink {
     /// Its configuration.
     pub fn config(&self) -> &RecordSinkConfig {
         &self.inner.config
-    }
-
-    fn epoch(&self) -> Option<u32> {
-        let f = lock(&self.inner.epoch_source).clone()?;
-        catch_unwind(AssertUnwindSafe(|| f())).ok()
     }
 
     /// Hand `record` to the sink (the worker path, `append_off_lock` semantics): the record is
@@ -759,19 +730,18 @@ impl SharedParquetSink {
     }
 
     /// Put `partitions` back ahead of newer records for the same key, restore the accounting,
-    /// mark them due and record the current epoch. Never panics (a `Drop` path calls it).
+    /// and mark them due. Never panics (a `Drop` path calls it).
     pub fn requeue(&self, partitions: Vec<Partition>) {
-        let epoch = self.epoch();
         let mut st = lock(&self.inner.state);
         // Reverse: each put_back goes to the front, so the first partition ends up first.
         for p in partitions.into_iter().rev() {
-            st.put_back(p, epoch);
+            st.put_back(p);
         }
         st.gauges();
     }
 
     /// Park `partitions` (a worker whose enqueue found the publisher queue disconnected): back
-    /// into the buffers exactly as `requeue`, the epoch recorded and each audit watermark kept,
+    /// into the buffers exactly as `requeue`, each audit watermark kept,
     /// so a later drain still orders them after their audit events.
     pub fn park(&self, partitions: Vec<Partition>) {
         ::metrics::counter!(metrics::SINK_PARKS).increment(partitions.len() as u64);
@@ -846,7 +816,6 @@ impl SharedParquetSink {
                 records: b.records.len(),
                 bytes: b.bytes,
                 audit_watermark: b.audit_watermark,
-                requeued_epoch: b.requeued_epoch,
                 due: b.due,
             })
     }

@@ -275,8 +275,6 @@ pub struct Partition {
     pub oldest: Instant,
     /// The maximum [`LogRecord::audit_watermark`] over `records`.
     pub audit_watermark: u64,
-    /// The barrier epoch recorded when it was last requeued or parked, if it was.
-    pub requeued_epoch: Option<u32>,
     /// While the partition is out of the sink's buffer (drained, detached, being published):
     /// the lowest record lsn it held when it left. The sink counts it in the tenant's
     /// [`unpublished_floor`](crate::SharedParquetSink::unpublished_floor) until the partition is

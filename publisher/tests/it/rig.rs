@@ -56,7 +56,6 @@ impl Rig {
             },
         );
         let barrier = Arc::new(Barrier::new());
-        let b = Arc::clone(&barrier);
         let records = SharedParquetSink::new(
             store.as_dyn(),
             audit.clone(),
@@ -64,8 +63,7 @@ impl Rig {
                 zstd: false,
                 ..config
             },
-        )
-        .with_epoch_source(Arc::new(move || b.barrier_epoch()));
+        );
         let coord = PublishCoordinator::new(
             records.clone(),
             Arc::clone(&barrier),

@@ -285,15 +285,15 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
 }
 
 /// `requeue` puts a partition back ahead of records appended since it left, restores the
-/// accounting, marks it due (so `drain_aged` takes it whatever its age), records the epoch from
-/// the epoch source; `park` keeps the audit watermark.
+/// accounting and marks it due (so `drain_aged` takes it whatever its age); `park` keeps the
+/// audit watermark.
 ///
 /// Mutation check: in `RecordState::put_back`, append the requeued records after the newer ones:
 /// the order assertion fails.
 #[test]
-fn requeue_goes_ahead_of_newer_records_restores_accounting_and_records_epoch() {
+fn requeue_goes_ahead_of_newer_records_restores_accounting_and_marks_due() {
     let rig = Rig::new();
-    let sink = rig.sink.clone().with_epoch_source(Arc::new(|| 41));
+    let sink = rig.sink.clone();
     let _ = sink.append(rec("a", 1, 0, T0, 5));
     let _ = sink.append(rec("a", 1, 1, T0, 6));
     let bytes = sink.buffered_bytes();
@@ -308,7 +308,6 @@ fn requeue_goes_ahead_of_newer_records_restores_accounting_and_records_epoch() {
     let key = sink.buffered_keys()[0].clone();
     let info = sink.partition_info(&key).unwrap();
     assert_eq!(info.records, 3);
-    assert_eq!(info.requeued_epoch, Some(41));
     assert!(info.due);
     assert_eq!(info.audit_watermark, 6);
     assert_eq!(
@@ -323,10 +322,9 @@ fn requeue_goes_ahead_of_newer_records_restores_accounting_and_records_epoch() {
     let mut aged = Vec::new();
     sink.drain_aged(Duration::from_secs(3600), &mut aged);
     assert_eq!(aged.len(), 1, "due after a requeue");
-    assert_eq!(aged[0].requeued_epoch, Some(41));
     sink.park(aged);
     let info = sink.partition_info(&key).unwrap();
-    assert_eq!((info.audit_watermark, info.requeued_epoch), (6, Some(41)));
+    assert_eq!((info.audit_watermark, info.due), (6, true));
 }
 
 /// RFC 0056 §9.3 set-aside: a terminal tenant is skipped by `drain_all`, `drain_aged` and the
