@@ -3,24 +3,42 @@
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use object_store::ObjectStore;
 use object_store::memory::InMemory;
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreScheme};
 
 use crate::local::DurableLocalStore;
 
 use crate::sync::{Arc, AtomicU64, OnceLock, Ordering};
 
-/// Why a store could not be built from its URL.
+/// Why a store could not be built from its URL. Each message names the URL; the cause, where
+/// there is one, is the error's `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// The URL's scheme is not one this build supports.
+    /// The text does not parse as a URL.
+    #[error("store url {url:?} is not a URL")]
+    NotAUrl {
+        /// The URL as given.
+        url: String,
+        /// The parser's error.
+        source: url::ParseError,
+    },
+    /// The URL's scheme is not one this build supports, or its form is not usable.
     #[error("unsupported store url {url}: {hint}")]
     UnsupportedScheme {
         /// The URL as given.
         url: String,
         /// What is supported.
         hint: &'static str,
+    },
+    /// A query option the store does not know (options are `object_store`'s configuration
+    /// keys, such as `endpoint` or `region` for S3).
+    #[error("store url {url}: unknown option `{key}`")]
+    UnknownOption {
+        /// The URL as given.
+        url: String,
+        /// The option's name.
+        key: String,
     },
     /// The local directory could not be created, resolved or synced.
     #[error("cannot create store directory {path}")]
@@ -31,7 +49,7 @@ pub enum StoreError {
         source: io::Error,
     },
     /// `object_store` refused the configuration.
-    #[error("cannot build store for {url}: {source}")]
+    #[error("cannot build the store for {url}")]
     Build {
         /// The URL as given.
         url: String,
@@ -40,64 +58,100 @@ pub enum StoreError {
     },
 }
 
-/// Build the store a URL names.
+/// Build the store a URL names. The URL is read by `object_store` (`ObjectStoreScheme` and the
+/// builders' own URL parsing); its query string sets the store's options by their
+/// `object_store` configuration keys.
 ///
 /// - `memory://` : a fresh in-memory store (tests, benchmarks).
 /// - `file:///abs/dir` : a local directory, created if missing; object keys live below it. A
 ///   put returns once the object and its directory chain are synced ([`DurableLocalStore`]).
-/// - `s3://bucket[/prefix]` : Amazon S3 or a compatible server, configured from the usual
-///   `AWS_*` environment variables; keys live below `prefix`. Only with the `aws` feature.
+/// - `s3://bucket[/prefix][?option=value&...]` : Amazon S3 or a compatible server, configured
+///   from the usual `AWS_*` environment variables, then the URL's options (`endpoint`,
+///   `region`, `allow_http`, ...); keys live below `prefix`. Only with the `aws` feature.
+///
+/// Google Cloud Storage, Azure and plain HTTP URLs are refused by name: this build does not
+/// include their clients.
 pub fn store_from_url(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
-    if let Some(rest) = url.strip_prefix("memory://") {
-        let _ = rest;
-        return Ok(Arc::new(InMemory::new()));
-    }
-    if let Some(dir) = url.strip_prefix("file://") {
-        if !dir.starts_with('/') {
-            return Err(StoreError::UnsupportedScheme {
-                url: url.to_owned(),
-                hint: "file urls need an absolute path (file:///dir)",
-            });
-        }
-        let fs = DurableLocalStore::new(std::path::Path::new(dir)).map_err(|source| {
-            StoreError::CreateDir {
-                path: dir.to_owned(),
-                source,
-            }
-        })?;
-        return Ok(Arc::new(fs));
-    }
-    if let Some(rest) = url.strip_prefix("s3://") {
-        return s3(url, rest);
-    }
-    Err(StoreError::UnsupportedScheme {
+    let parsed = url::Url::parse(url).map_err(|source| StoreError::NotAUrl {
         url: url.to_owned(),
-        hint: "expected memory://, file:///dir or s3://bucket/prefix",
-    })
+        source,
+    })?;
+    let unsupported = |hint| StoreError::UnsupportedScheme {
+        url: url.to_owned(),
+        hint,
+    };
+    let (scheme, prefix) = ObjectStoreScheme::parse(&parsed)
+        .map_err(|_| unsupported("expected memory://, file:///dir or s3://bucket/prefix"))?;
+    let options: Vec<(String, String)> = parsed
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
+    match scheme {
+        ObjectStoreScheme::Memory | ObjectStoreScheme::Local if !options.is_empty() => {
+            Err(StoreError::UnknownOption {
+                url: url.to_owned(),
+                key: options[0].0.clone(),
+            })
+        }
+        ObjectStoreScheme::Memory => Ok(Arc::new(InMemory::new())),
+        ObjectStoreScheme::Local => {
+            let dir = parsed
+                .to_file_path()
+                .map_err(|()| unsupported("file urls need an absolute path (file:///dir)"))?;
+            let fs = DurableLocalStore::new(&dir).map_err(|source| StoreError::CreateDir {
+                path: dir.display().to_string(),
+                source,
+            })?;
+            Ok(Arc::new(fs))
+        }
+        ObjectStoreScheme::AmazonS3 => {
+            let mut base = parsed.clone();
+            base.set_query(None);
+            s3(url, &base, &prefix, options)
+        }
+        _ => Err(unsupported(
+            "this build stores to memory://, file:///dir or s3://bucket/prefix only",
+        )),
+    }
 }
 
 #[cfg(feature = "aws")]
-fn s3(url: &str, rest: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
-    use object_store::aws::AmazonS3Builder;
+fn s3(
+    url: &str,
+    base: &url::Url,
+    prefix: &Path,
+    options: Vec<(String, String)>,
+) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
     use object_store::prefix::PrefixStore;
-    let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-    let s3 = AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
-        .build()
-        .map_err(|source| StoreError::Build {
-            url: url.to_owned(),
-            source,
-        })?;
-    let prefix = prefix.trim_matches('/');
-    if prefix.is_empty() {
+    let mut builder = AmazonS3Builder::from_env().with_url(base.as_str());
+    for (key, value) in options {
+        let Ok(config) = key.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() else {
+            return Err(StoreError::UnknownOption {
+                url: url.to_owned(),
+                key,
+            });
+        };
+        builder = builder.with_config(config, value);
+    }
+    let s3 = builder.build().map_err(|source| StoreError::Build {
+        url: url.to_owned(),
+        source,
+    })?;
+    if prefix.as_ref().is_empty() {
         Ok(Arc::new(s3))
     } else {
-        Ok(Arc::new(PrefixStore::new(s3, prefix)))
+        Ok(Arc::new(PrefixStore::new(s3, prefix.clone())))
     }
 }
 
 #[cfg(not(feature = "aws"))]
-fn s3(url: &str, _rest: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
+fn s3(
+    url: &str,
+    _base: &url::Url,
+    _prefix: &Path,
+    _options: Vec<(String, String)>,
+) -> Result<Arc<dyn ObjectStore>, StoreError> {
     Err(StoreError::UnsupportedScheme {
         url: url.to_owned(),
         hint: "s3:// needs the `aws` feature of ourios-sinks",
