@@ -33,7 +33,7 @@ pub enum IngestError {
         tenant: String,
     },
     /// The WAL refused the append (it failed a sync earlier, or the frame is invalid).
-    #[error("write-ahead log refused the request: {0}")]
+    #[error("write-ahead log refused the request")]
     Wal(#[from] ourios_wal::AppendError),
     /// The tenant name is not valid for the WAL.
     #[error("invalid tenant: {0}")]

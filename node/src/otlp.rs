@@ -27,13 +27,13 @@ pub enum DecodeError {
         limit: usize,
     },
     /// gzip decompression failed.
-    #[error("request body is not valid gzip: {0}")]
-    Gzip(std::io::Error),
+    #[error("request body is not valid gzip")]
+    Gzip(#[source] std::io::Error),
     /// The protobuf body does not decode as an `ExportLogsServiceRequest`.
-    #[error("request body is not a valid OTLP protobuf ExportLogsServiceRequest: {0}")]
+    #[error("request body is not a valid OTLP protobuf ExportLogsServiceRequest")]
     Protobuf(#[from] prost::DecodeError),
     /// The JSON body does not decode as an `ExportLogsServiceRequest`.
-    #[error("request body is not a valid OTLP/JSON ExportLogsServiceRequest: {0}")]
+    #[error("request body is not a valid OTLP/JSON ExportLogsServiceRequest")]
     Json(#[from] serde_json::Error),
     /// The request carries no log record.
     #[error("request carries no log records")]

@@ -108,7 +108,7 @@ async fn logs(
             .and_then(|v| v.to_str().ok()),
     ) {
         Ok(f) => f,
-        Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string()),
+        Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, said(&e)),
     };
     let encoding = headers
         .get(header::CONTENT_ENCODING)
@@ -124,12 +124,12 @@ async fn logs(
             | otlp::DecodeError::TooLargeExpanded { .. }
             | otlp::DecodeError::TooManyRecords { .. }),
         ) => {
-            return refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string());
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, said(&e));
         }
         Err(e @ otlp::DecodeError::UnsupportedEncoding(_)) => {
-            return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, e.to_string());
+            return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, said(&e));
         }
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e) => return refuse(StatusCode::BAD_REQUEST, said(&e)),
     };
     match state.core.ingest(&tenant, canonical, request).await {
         Ok(_) => {
@@ -148,31 +148,29 @@ async fn logs(
         Err(e @ IngestError::TenantTerminal { .. }) => {
             // Retryable for the client: the node will accept again after a restart into a
             // repaired store.
-            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e));
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
             resp
         }
         Err(e @ IngestError::BufferFull { .. }) => {
             // Retryable: publishes drain the buffer within a sweep or two once the store answers.
-            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e));
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
             resp
         }
-        Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, e.to_string()),
+        Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, said(&e)),
         Err(e @ IngestError::TooManyTenants { .. }) => {
-            refuse(StatusCode::TOO_MANY_REQUESTS, e.to_string())
+            refuse(StatusCode::TOO_MANY_REQUESTS, said(&e))
         }
-        Err(e @ IngestError::ShuttingDown) => {
-            refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string())
-        }
+        Err(e @ IngestError::ShuttingDown) => refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e)),
         // Not retryable: the same request can never fit (the limits are set so that only a
         // JSON body whose protobuf form is larger than itself gets here).
         Err(e @ IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. })) => {
-            refuse(StatusCode::PAYLOAD_TOO_LARGE, e.to_string())
+            refuse(StatusCode::PAYLOAD_TOO_LARGE, said(&e))
         }
-        Err(e @ IngestError::Wal(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+        Err(e @ IngestError::Wal(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e)),
     }
 }
 
@@ -260,4 +258,17 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response {
         format!("{body}\n"),
     )
         .into_response()
+}
+
+/// An error as a client reads it: its message and every cause after it, joined by `: ` (each
+/// error says only its own part, the cause is its `source`).
+pub(crate) fn said(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }

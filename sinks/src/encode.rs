@@ -95,12 +95,13 @@ pub enum EncodeError {
         /// Its string bytes.
         bytes: usize,
     },
-    /// Arrow refused to build a column or batch.
+    /// Arrow refused to build a column or batch. (The cause is in the message, not a `source`:
+    /// encode errors are kept as text in quarantine events.)
     #[error("arrow rejected the batch: {0}")]
-    Arrow(#[from] ArrowError),
+    Arrow(ArrowError),
     /// The Parquet writer failed.
     #[error("parquet rejected the batch: {0}")]
-    Parquet(#[from] ParquetError),
+    Parquet(ParquetError),
     /// Arrow or the Parquet writer panicked; the panic is contained here and the records are
     /// handled like any other encode failure (bisected, the culprits quarantined).
     #[error("the encoder panicked: {message}")]
@@ -108,6 +109,18 @@ pub enum EncodeError {
         /// The panic's message, when it had one.
         message: String,
     },
+}
+
+impl From<ArrowError> for EncodeError {
+    fn from(e: ArrowError) -> Self {
+        EncodeError::Arrow(e)
+    }
+}
+
+impl From<ParquetError> for EncodeError {
+    fn from(e: ParquetError) -> Self {
+        EncodeError::Parquet(e)
+    }
 }
 
 impl EncodeError {

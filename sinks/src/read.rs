@@ -20,10 +20,10 @@ use crate::types::{LogRecord, RecordId, Tenant};
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
     /// Listing or getting an object failed.
-    #[error("store read failed: {0}")]
+    #[error("store read failed")]
     Store(#[from] object_store::Error),
     /// An object is not valid Parquet.
-    #[error("object {path} is not readable parquet: {source}")]
+    #[error("object {path} is not readable parquet")]
     Parquet {
         /// The object.
         path: String,

@@ -153,7 +153,7 @@ impl fmt::Display for Corruption {
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
     /// An I/O operation failed.
-    #[error("wal open: {op} {path}: {source}")]
+    #[error("wal open: {op} {path}")]
     Io {
         /// What was being done.
         op: &'static str,
@@ -199,7 +199,7 @@ pub enum OpenError {
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
     /// Reading a segment failed.
-    #[error("wal replay: reading segment {segment}: {source}")]
+    #[error("wal replay: reading segment {segment}")]
     Io {
         /// The segment file.
         segment: PathBuf,
@@ -243,7 +243,7 @@ pub enum MarkError {
     },
     /// Writing or reading a marks or snapshot file failed. Marks already persisted by the
     /// same call stay; the in-memory marks only reflect what is durable.
-    #[error("wal marks: {op} {path}: {source}")]
+    #[error("wal marks: {op} {path}")]
     Io {
         /// What was being done.
         op: &'static str,
@@ -274,7 +274,7 @@ pub enum SegmentError {
     #[error("wal is read-only after an earlier failure: {0}")]
     Poisoned(WalFailure),
     /// An I/O operation failed.
-    #[error("wal segments: {op} {path}: {source}")]
+    #[error("wal segments: {op} {path}")]
     Io {
         /// What was being done.
         op: &'static str,

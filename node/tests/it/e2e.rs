@@ -246,6 +246,14 @@ async fn e2e_bad_input_is_4xx_and_writes_nothing() {
             "not a valid OTLP/JSON",
         ),
         (
+            // The decoder's own words follow the message: the client learns where it broke.
+            "undecodable JSON, the cause named",
+            vec![("Content-Type", "application/json")],
+            br#"{"resourceLogs": 5}"#.to_vec(),
+            400,
+            "ExportLogsServiceRequest: invalid type: integer `5`",
+        ),
+        (
             "invalid tenant",
             vec![("Content-Type", proto), (ourios_node::TENANT_HEADER, "a/b")],
             request(&lines(2, 1)).encode_to_vec(),
