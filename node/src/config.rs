@@ -15,12 +15,15 @@ pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 64;
 /// `file://` store, which run there too, always find a thread.
 pub const MAX_INFLIGHT_LIMIT: usize = 256;
 
-/// The `serve` settings as the command line sees them: all optional, so a flag that was not
-/// given falls through to the file and then the default.
-#[derive(Debug, Default, Clone, clap::Args)]
+/// The `serve` settings, all optional: once as the command line and the environment give them
+/// (clap), once as a TOML file gives them (serde, field names as the flags' with `_`). A
+/// setting not given falls through: flag or environment, then the file, then the default.
+#[derive(Debug, Default, Clone, clap::Args, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ServeArgs {
     /// TOML file with any of the settings below (field names as in the flags, with `_`).
     #[arg(long, env = "OURIOS_CONFIG")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Address the OTLP/HTTP, /metrics, /healthz and /readyz endpoints listen on
     /// [default: 127.0.0.1:4318].
@@ -29,7 +32,8 @@ pub struct ServeArgs {
     /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].
     #[arg(long, env = "OURIOS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Object store URL: file:///path, memory://, s3://bucket/prefix [default: file://DATA_DIR/store].
+    /// Object store URL: file:///path, memory://, s3://bucket/prefix[?endpoint=...&region=...]
+    /// (S3 options are object_store's keys) [default: file://DATA_DIR/store].
     #[arg(long, env = "OURIOS_STORE")]
     pub store: Option<String>,
     /// Tenant used when a request has no X-Scope-OrgID header [default: default].
@@ -82,30 +86,29 @@ pub struct ServeArgs {
     /// whole [default: 10000].
     #[arg(long, env = "OURIOS_MAX_TEMPLATES_PER_TENANT")]
     pub max_templates_per_tenant: Option<usize>,
+    /// Once serving (listener bound, recovery finished), write `{"listen": ADDR, "pid": PID}`
+    /// to this file (whole: written aside, then renamed); it is removed at shutdown. For
+    /// supervisors and tests that start the node on port 0 [default: none].
+    #[arg(long, env = "OURIOS_READY_FILE")]
+    pub ready_file: Option<PathBuf>,
+    /// Log format on stderr: `text`, or `json` (one object a line) [default: text].
+    #[arg(long, env = "OURIOS_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log filter: a level (`error`, `warn`, `info`, `debug`, `trace`) or tracing directives
+    /// such as `info,ourios_node=debug` [default: info].
+    #[arg(long, env = "OURIOS_LOG")]
+    pub log: Option<String>,
 }
 
-/// The same settings as a TOML file may give them.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct FileConfig {
-    listen: Option<SocketAddr>,
-    data_dir: Option<PathBuf>,
-    store: Option<String>,
-    default_tenant: Option<String>,
-    max_body_bytes: Option<usize>,
-    max_records_per_request: Option<usize>,
-    sweep_secs: Option<u64>,
-    partition_max_age_secs: Option<u64>,
-    barrier_secs: Option<u64>,
-    encode_workers: Option<usize>,
-    encode_queue: Option<usize>,
-    partition_target_bytes: Option<usize>,
-    buffer_ceiling_bytes: Option<usize>,
-    wal_segment_bytes: Option<u64>,
-    similarity: Option<f64>,
-    max_inflight_requests: Option<usize>,
-    max_tenants: Option<usize>,
-    max_templates_per_tenant: Option<usize>,
+/// How the node writes its log.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One human-readable line an event.
+    #[default]
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 /// The resolved, validated configuration.
@@ -147,13 +150,19 @@ pub struct Config {
     pub max_tenants: usize,
     /// Templates per tenant before the overflow template.
     pub max_templates_per_tenant: usize,
+    /// Where the serving process says it is ready, if anywhere.
+    pub ready_file: Option<PathBuf>,
+    /// Log format.
+    pub log_format: LogFormat,
+    /// Log filter directives.
+    pub log_filter: String,
 }
 
 /// A setting that cannot be used; the message names the field and the value.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The config file could not be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}")]
     Read {
         /// File path.
         path: PathBuf,
@@ -161,7 +170,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// The config file is not valid TOML for these settings.
-    #[error("config file {path}: {source}")]
+    #[error("config file {path} does not hold these settings")]
     Parse {
         /// File path.
         path: PathBuf,
@@ -185,7 +194,7 @@ impl Config {
     pub fn resolve(args: &ServeArgs) -> Result<Self, ConfigError> {
         let file = match &args.config {
             Some(path) => load_file(path)?,
-            None => FileConfig::default(),
+            None => ServeArgs::default(),
         };
         let data_dir = args
             .data_dir
@@ -249,6 +258,13 @@ impl Config {
                 .max_templates_per_tenant
                 .or(file.max_templates_per_tenant)
                 .unwrap_or(ourios_miner::DEFAULT_MAX_TEMPLATES),
+            ready_file: args.ready_file.clone().or(file.ready_file),
+            log_format: args.log_format.or(file.log_format).unwrap_or_default(),
+            log_filter: args
+                .log
+                .clone()
+                .or(file.log)
+                .unwrap_or_else(|| "info".into()),
             data_dir,
         };
         cfg.validate()?;
@@ -311,6 +327,14 @@ impl Config {
         if !(self.similarity > 0.0 && self.similarity <= 1.0) {
             return bad("similarity", &self.similarity, "must be in (0, 1]");
         }
+        if tracing_subscriber::EnvFilter::try_new(&self.log_filter).is_err() {
+            return bad(
+                "log",
+                &self.log_filter,
+                "must be a level (error, warn, info, debug, trace) or tracing directives such \
+                 as `info,ourios_node=debug`",
+            );
+        }
         if !valid_tenant(&self.default_tenant) {
             return bad(
                 "default_tenant",
@@ -332,7 +356,7 @@ fn default_store(data_dir: &Path) -> String {
     format!("file://{}", abs.join("store").display())
 }
 
-fn load_file(path: &Path) -> Result<FileConfig, ConfigError> {
+fn load_file(path: &Path) -> Result<ServeArgs, ConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         path: path.into(),
         source,
@@ -385,9 +409,14 @@ mod tests {
         assert_eq!(cfg.sweep_every, Duration::from_secs(2));
         assert_eq!(cfg.barrier_every, Duration::from_secs(11));
 
+        // The file is named by the error, the field by its cause (as the command line prints
+        // the chain).
         std::fs::write(&path, "barier_secs = 11\n").unwrap();
-        let err = Config::resolve(&args).unwrap_err().to_string();
-        assert!(err.contains("barier_secs"), "{err}");
+        let err = crate::server::said(&Config::resolve(&args).unwrap_err());
+        assert!(
+            err.contains("c.toml") && err.contains("barier_secs"),
+            "{err}"
+        );
 
         let args = ServeArgs {
             similarity: Some(1.5),
@@ -405,5 +434,36 @@ mod tests {
                 .to_string()
                 .contains("default_tenant")
         );
+    }
+
+    /// The log settings come from the file like any other, and a filter tracing cannot parse
+    /// is refused at start naming `log`, not found out at the first event.
+    #[test]
+    fn config_log_format_and_a_bad_filter_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "log_format = \"json\"\nlog = \"warn,ourios_node=debug\"\n",
+        )
+        .unwrap();
+        let cfg = Config::resolve(&ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(cfg.log_format, LogFormat::Json);
+        assert_eq!(cfg.log_filter, "warn,ourios_node=debug");
+        assert_eq!(
+            Config::resolve(&ServeArgs::default()).unwrap().log_format,
+            LogFormat::Text
+        );
+        let err = Config::resolve(&ServeArgs {
+            log: Some("ourios_node=loud".into()),
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("`log`"), "{err}");
     }
 }

@@ -241,7 +241,11 @@ impl Core {
                 core.mine_batch_ordered(&tenant, &state, lsn, &lines);
             }));
             if mined.is_err() {
-                eprintln!("ourios: tenant {tenant}: mining frame {} panicked; the frame is held and re-mined on restart", lsn.0);
+                tracing::error!(
+                    %tenant,
+                    lsn = lsn.0,
+                    "mining the frame panicked; the frame is held and re-mined on restart"
+                );
             }
             Ok::<Lsn, IngestError>(lsn)
         })
@@ -363,9 +367,11 @@ impl Core {
                         return; // the panic followed the last handoff
                     };
                     let why = format!("miner panicked: {}", panic_text(panic.as_ref()));
-                    eprintln!(
-                        "ourios: tenant {tenant}: record {}:{i}: {why}; the line is kept whole and the tenant's miner starts afresh",
-                        lsn.0
+                    tracing::error!(
+                        %tenant,
+                        lsn = lsn.0,
+                        index = i,
+                        "{why}; the line is kept whole and the tenant's miner starts afresh"
                     );
                     self.quarantine_event(
                         &sink_tenant,
@@ -611,7 +617,7 @@ impl Core {
                 }
                 Err(e) => {
                     ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp").increment(1);
-                    eprintln!("ourios: cut {epoch}: stamping frontiers failed: {e}");
+                    tracing::error!(epoch, error = %crate::server::said(&e), "stamping the cut's frontiers failed");
                 }
             }
         }
@@ -683,7 +689,7 @@ impl Core {
         if let Ok(Err(e)) = stamped {
             ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp")
                 .increment(1);
-            eprintln!("ourios: stamping the intent horizon failed: {e}");
+            tracing::error!(error = %crate::server::said(&e), "stamping the intent horizon failed");
         }
     }
 

@@ -33,7 +33,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use crate::cadence::{Cadence, TickResult};
-pub use crate::config::{Config, ServeArgs};
+pub use crate::config::{Config, LogFormat, ServeArgs};
 pub use crate::core::{Core, CutReport, IngestError};
 pub use crate::intents::INTENT_TENANT;
 pub use crate::server::TENANT_HEADER;
@@ -254,9 +254,9 @@ impl Node {
             recovery.cuts += 1;
             ::metrics::counter!(metrics::RECOVERY_CUTS).increment(1);
             if !report.not_stamped.is_empty() {
-                eprintln!(
-                    "ourios: the cut after recovery left tenants {:?} unstamped",
-                    report.not_stamped
+                tracing::warn!(
+                    tenants = ?report.not_stamped,
+                    "the cut after recovery left tenants unstamped"
                 );
             }
         }
@@ -310,7 +310,7 @@ impl Node {
                 .with_graceful_shutdown(shutdown)
                 .await
             {
-                eprintln!("ourios: http server stopped: {e}");
+                tracing::error!(error = %crate::server::said(&e), "the HTTP server stopped");
             }
         });
         Ok(Node {
@@ -427,9 +427,10 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
                 Err(e) => {
                     // A snapshot is a rebuildable cache; the WAL's marks make this tenant
                     // replay.
-                    eprintln!(
-                        "ourios: snapshot of tenant {} not used: {e}",
-                        tenant.as_str()
+                    tracing::warn!(
+                        tenant = tenant.as_str(),
+                        error = %crate::server::said(&e),
+                        "snapshot not used; the tenant's frames are re-mined from the WAL"
                     );
                 }
             }

@@ -1,7 +1,11 @@
 //! `ourios-node`: the log-ingest node's command line.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
-use ourios_node::{Config, Node, NodeOptions, ServeArgs};
+use ourios_node::{Config, LogFormat, Node, NodeOptions, ServeArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,6 +29,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let Command::Serve(args) = cli.command;
     let config = Config::resolve(&args)?;
+    init_logging(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -34,6 +39,7 @@ fn main() -> anyhow::Result<()> {
 async fn serve(config: Config) -> anyhow::Result<()> {
     let store = config.store.clone();
     let data = config.data_dir.clone();
+    let ready_file = config.ready_file.clone();
     let node = Node::start(
         config,
         NodeOptions {
@@ -43,36 +49,67 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     )
     .await?;
     let r = &node.recovery;
-    eprintln!(
-        "ourios: listening on http://{} (POST /v1/logs, GET /metrics, GET /healthz, GET /readyz); WAL in {}, store {}; \
-         recovered {} frames ({} re-mined for state, {} skipped) and {} publish intents ({} \
-         landed, {} republished under their key)",
-        node.addr,
-        data.join("wal").display(),
-        store,
-        r.mined,
-        r.regenerated,
-        r.skipped,
-        r.intents_landed + r.intents_resealed,
-        r.intents_landed,
-        r.intents_resealed
+    tracing::info!(
+        listen = %node.addr,
+        wal = %data.join("wal").display(),
+        %store,
+        frames_mined = r.mined,
+        frames_re_mined_for_state = r.regenerated,
+        frames_skipped = r.skipped,
+        intents_landed = r.intents_landed,
+        intents_republished = r.intents_resealed,
+        "serving OTLP/HTTP (POST /v1/logs, GET /metrics, GET /healthz, GET /readyz)"
     );
     if r.pre_intent_records > 0 {
-        eprintln!(
-            "ourios: {} replayed records were written before publish intents existed here; an \
-             earlier release may have stored them already (counted as duplicates, \
-             cause=pre_intent_replay)",
-            r.pre_intent_records
+        tracing::warn!(
+            records = r.pre_intent_records,
+            "replayed records were written before publish intents existed here; an earlier \
+             release may have stored them already (counted as duplicates, cause=pre_intent_replay)"
         );
     }
+    if let Some(path) = &ready_file {
+        write_ready_file(path, node.addr)?;
+    }
     shutdown_signal().await;
-    eprintln!("ourios: shutting down: final cut");
+    if let Some(path) = &ready_file {
+        // Not serving new work any more; a missing file is no reason to fail the shutdown.
+        let _ = std::fs::remove_file(path);
+    }
+    tracing::info!("shutting down: final cut");
     let report = node.shutdown().await?;
-    eprintln!(
-        "ourios: stopped; final cut published {} records, stamped {} tenant(s)",
-        report.published_records,
-        report.stamped.len()
+    tracing::info!(
+        records = report.published_records,
+        tenants_stamped = report.stamped.len(),
+        "stopped: final cut published"
     );
+    Ok(())
+}
+
+/// Logs to stderr through `tracing`: text or one JSON object a line, filtered by `--log`.
+fn init_logging(config: &Config) {
+    // Validated by `Config::resolve`; an unusable filter cannot reach here.
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Text => logs.init(),
+        LogFormat::Json => logs.json().init(),
+    }
+}
+
+/// Says the node serves: `{"listen": ADDR, "pid": PID}`, written aside and renamed so a reader
+/// never sees half of it.
+fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
+    let ready = serde_json::json!({ "listen": addr.to_string(), "pid": std::process::id() });
+    let mut aside = path.as_os_str().to_owned();
+    aside.push(".partial");
+    let aside = PathBuf::from(aside);
+    std::fs::write(&aside, ready.to_string())
+        .with_context(|| format!("writing the ready file {}", aside.display()))?;
+    std::fs::rename(&aside, path)
+        .with_context(|| format!("renaming {} to {}", aside.display(), path.display()))?;
     Ok(())
 }
 

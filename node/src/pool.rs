@@ -95,8 +95,9 @@ impl EncodePool {
             Err(e) => {
                 // No thread for the supervisor: the pool starts disconnected (its end ran when
                 // the closure was dropped) and every submit takes the counted fallback.
-                eprintln!(
-                    "ourios: the encode pool could not start ({e}); mined records go straight to the record buffers"
+                tracing::error!(
+                    error = %crate::server::said(&e),
+                    "the encode pool could not start; mined records go straight to the record buffers"
                 );
                 None
             }
@@ -223,7 +224,7 @@ fn try_spawn(
         Ok(handle) => Some(handle),
         Err(e) => {
             ::metrics::counter!(metrics::ENCODE_WORKER_SPAWN_FAILURES).increment(1);
-            eprintln!("ourios: encode worker {id} could not be spawned: {e}");
+            tracing::error!(worker = id, error = %crate::server::said(&e), "an encode worker could not be spawned");
             None
         }
     }

@@ -3,7 +3,7 @@
 //! acknowledged log line is in the store exactly once.
 //!
 //! Its own test binary: it drives child processes over real sockets and takes most of a minute,
-//! so it stays out of the `it` suite. The kill moments come from a seeded xorshift; set
+//! so it stays out of the `it` suite. The kill moments come from a seeded `fastrand`; set
 //! `OURIOS_CRASH_SEED` to replay a failing run (the seed is printed) and `OURIOS_CRASH_DIR` to
 //! keep its data directory.
 //!
@@ -40,28 +40,8 @@ const MAX_KILL_AFTER_MS: u64 = 1_500;
 const TENANTS: [&str; 4] = ["crash-a", "crash-b", "crash-c", "crash-d"];
 const DEFAULT_SEED: u64 = 0x0054_0056_c4a5_4001;
 
-/// xorshift64*: small, seeded, no dependency.
-#[derive(Debug, Clone)]
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Self {
-        Rng(seed | 1)
-    }
-
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// The run's seeded generator: every kill moment and line shape repeats for a seed.
+type Rng = fastrand::Rng;
 
 fn now_nanos() -> u64 {
     SystemTime::now()
@@ -83,29 +63,29 @@ struct Line {
 /// request and position (in the body and in an attribute), so no two lines are equal.
 fn line(round: u64, writer: usize, seq: u64, i: usize, rng: &mut Rng) -> Line {
     let key = format!("r{round}w{writer}s{seq}i{i}");
-    let body = match rng.below(4) {
+    let body = match rng.u64(..4) {
         0 => format!(
             "user {key} logged in from 10.{}.{}.{} in {} ms",
-            rng.below(256),
-            rng.below(256),
-            rng.below(256),
-            rng.below(900)
+            rng.u64(..256),
+            rng.u64(..256),
+            rng.u64(..256),
+            rng.u64(..900)
         ),
         1 => format!(
             "GET /api/v1/items/{} returned {} for {key} after {} us",
-            rng.below(100_000),
-            200 + rng.below(4) * 100,
-            rng.below(50_000)
+            rng.u64(..100_000),
+            200 + rng.u64(..4) * 100,
+            rng.u64(..50_000)
         ),
         2 => format!(
             "cache miss key={key} shard={} size={} bytes",
-            rng.below(64),
-            rng.below(1 << 20)
+            rng.u64(..64),
+            rng.u64(..1 << 20)
         ),
         _ => format!(
             "worker {} finished job {key} with {} retries",
-            rng.below(16),
-            rng.below(5)
+            rng.u64(..16),
+            rng.u64(..5)
         ),
     };
     Line { key, body }
@@ -124,7 +104,7 @@ fn protobuf_body(lines: &[Line], rng: &mut Rng) -> Vec<u8> {
     let log_records = lines
         .iter()
         .map(|l| {
-            let (sev, sev_text) = SEVERITIES[rng.below(4) as usize];
+            let (sev, sev_text) = SEVERITIES[rng.u64(..4) as usize];
             LogRecord {
                 time_unix_nano: now,
                 observed_time_unix_nano: now,
@@ -166,7 +146,7 @@ fn json_body(lines: &[Line], rng: &mut Rng) -> Vec<u8> {
     let records: Vec<serde_json::Value> = lines
         .iter()
         .map(|l| {
-            let (sev, sev_text) = SEVERITIES[rng.below(4) as usize];
+            let (sev, sev_text) = SEVERITIES[rng.u64(..4) as usize];
             serde_json::json!({
                 "timeUnixNano": now,
                 "observedTimeUnixNano": now,
@@ -214,14 +194,14 @@ fn writer(
     seed: u64,
     acks: mpsc::Sender<Acked>,
 ) -> WriterReport {
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::with_seed(seed);
     let mut report = WriterReport::default();
     for seq in 0.. {
-        let n = 1 + rng.below(8) as usize;
+        let n = 1 + rng.u64(..8) as usize;
         let lines: Vec<Line> = (0..n)
             .map(|i| line(round, writer, seq, i, &mut rng))
             .collect();
-        let (content_type, body) = if rng.below(2) == 0 {
+        let (content_type, body) = if rng.u64(..2) == 0 {
             ("application/json", json_body(&lines, &mut rng))
         } else {
             ("application/x-protobuf", protobuf_body(&lines, &mut rng))
@@ -287,7 +267,7 @@ fn tear_tail(data: &Path, kind: u64) -> u64 {
 fn round_flags(round: u64, rng: &mut Rng) -> Vec<String> {
     let mut flags = Vec::new();
     if round % 2 == 1 {
-        let bytes = [8_192, 32_768, 131_072][rng.below(3) as usize];
+        let bytes = [8_192, 32_768, 131_072][rng.u64(..3) as usize];
         flags.extend(["--partition-target-bytes".to_owned(), bytes.to_string()]);
     }
     if round % 3 == 2 {
@@ -374,7 +354,7 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(DEFAULT_SEED);
     eprintln!("crash: seed {seed} (OURIOS_CRASH_SEED replays it)");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::with_seed(seed);
     // `OURIOS_CRASH_DIR` keeps the data directory (WAL and store) for a post-mortem.
     let kept = std::env::var_os("OURIOS_CRASH_DIR").map(std::path::PathBuf::from);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -412,9 +392,9 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
             // (Not after a round that tore the tail: the main start must be the one to heal it.)
             // A kill while the node recovers (or just after): replay, its cuts and the
             // intents it rebuilds are cut short, and the next start must pick up from there.
-            let (mut early, started) = NodeProc::spawn(data, &flags);
-            thread::sleep(Duration::from_millis(rng.below(400)));
-            let listening = started.try_recv().is_ok();
+            let mut early = NodeProc::spawn(data, &flags);
+            thread::sleep(Duration::from_millis(rng.u64(..400)));
+            let listening = early.is_ready();
             let status = early.kill();
             assert!(
                 status.is_some_and(|s| s.signal() == Some(9) || s.success()),
@@ -431,11 +411,12 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         let mut node = NodeProc::start(data, &flags);
         let startup = round_started.elapsed();
         // Frames mined again (their records published again), not the ones skipped.
-        recovered_per_restart.push(node.metric("ourios_recovery_frames{mode=\"normal\"}") as u64);
-        let healed = node.metric("ourios_wal_torn_tail_truncations");
+        recovered_per_restart
+            .push(node.metric("ourios_recovery_frames", &[("mode", "normal")]) as u64);
+        let healed = node.metric("ourios_wal_torn_tail_truncations", &[]);
         if let Some(bytes) = torn_last_round.take() {
             assert!(
-                healed >= 1.0 && node.metric("ourios_wal_torn_tail_bytes") >= bytes as f64,
+                healed >= 1.0 && node.metric("ourios_wal_torn_tail_bytes", &[]) >= bytes as f64,
                 "round {round}: the {bytes}-byte torn tail left by the last round was not healed"
             );
         }
@@ -444,12 +425,12 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         let writers = if chaos.is_some() {
             TENANTS.len()
         } else {
-            2 + rng.below(2) as usize
+            2 + rng.u64(..2) as usize
         };
         let (tx, rx) = mpsc::channel();
         let handles: Vec<JoinHandle<WriterReport>> = (0..writers)
             .map(|w| {
-                let (tx, addr, seed) = (tx.clone(), node.addr, rng.next());
+                let (tx, addr, seed) = (tx.clone(), node.addr, rng.u64(..));
                 thread::spawn(move || writer(addr, round, w, TENANTS[w], seed, tx))
             })
             .collect();
@@ -458,11 +439,11 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
         // The kill moment: a seeded delay, and at least `min_acks` acks first so most rounds
         // have something to lose.
         let delay = match chaos {
-            Some(_) => 500 + rng.below(2_501),
-            None => rng.below(MAX_KILL_AFTER_MS + 1),
+            Some(_) => 500 + rng.u64(..2_501),
+            None => rng.u64(..MAX_KILL_AFTER_MS + 1),
         };
         let deadline = Instant::now() + Duration::from_millis(delay);
-        let min_acks = rng.below(4) as usize;
+        let min_acks = rng.u64(..4) as usize;
         let mut round_acks = Vec::new();
         loop {
             let now = Instant::now();
@@ -517,13 +498,13 @@ fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
 
     // The last start: recover, then a graceful stop whose final cut publishes.
     let mut node = NodeProc::start(data, &[]);
-    let healed = node.metric("ourios_wal_torn_tail_truncations");
+    let healed = node.metric("ourios_wal_torn_tail_truncations", &[]);
     assert!(
         torn_last_round.is_none() || healed >= 1.0,
         "the torn tail left by the last round was not healed"
     );
     torn_tails += healed;
-    let recovered = node.metric("ourios_recovery_frames");
+    let recovered = node.metric("ourios_recovery_frames", &[]);
     let status = node.terminate();
     let log = node.log_text();
     assert!(status.success(), "SIGTERM exit {status}; stderr:\n{log}");
@@ -667,7 +648,7 @@ fn crash_two_nodes_sharing_one_store_keep_every_line_once() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(DEFAULT_SEED ^ 2);
     eprintln!("crash (two nodes): seed {seed} (OURIOS_CRASH_SEED replays it)");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::with_seed(seed);
     let dir = tempfile::tempdir().expect("tempdir");
     let shared = dir.path().join("shared-store");
     let datas = [dir.path().join("node-a"), dir.path().join("node-b")];
@@ -695,7 +676,7 @@ fn crash_two_nodes_sharing_one_store_keep_every_line_once() {
         for (n, node) in nodes.iter().enumerate() {
             for (k, &tenant) in TENANTS[..2].iter().enumerate() {
                 // Both nodes write both tenants; the writer number keeps line keys unique.
-                let (tx, addr, seed, w) = (tx.clone(), node.addr, rng.next(), n * 2 + k);
+                let (tx, addr, seed, w) = (tx.clone(), node.addr, rng.u64(..), n * 2 + k);
                 handles.push(thread::spawn(move || {
                     writer(addr, round, w, tenant, seed, tx)
                 }));
@@ -705,7 +686,7 @@ fn crash_two_nodes_sharing_one_store_keep_every_line_once() {
         let mut deadlines: Vec<(Instant, usize)> = (0..nodes.len())
             .map(|n| {
                 (
-                    Instant::now() + Duration::from_millis(300 + rng.below(1_500)),
+                    Instant::now() + Duration::from_millis(300 + rng.u64(..1_500)),
                     n,
                 )
             })

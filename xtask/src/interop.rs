@@ -7,15 +7,12 @@
 //! use, reused after). A machine that cannot build the venv fails the task with the reason: the
 //! check is never skipped.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use ourios_testkit::{Served, http};
 
 /// Tenants of the workload (the `X-Scope-OrgID` header).
 const TENANTS: [&str; 2] = ["interop-a", "interop-b"];
@@ -112,93 +109,41 @@ fn outcome(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
-/// A running node; dropping it kills the child, so a failed step leaves no node behind.
-struct NodeChild {
-    child: Child,
-    forward: Option<thread::JoinHandle<()>>,
-}
-
-impl Drop for NodeChild {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-        if let Some(forward) = self.forward.take() {
-            let _ = forward.join();
-        }
-    }
-}
-
 /// Serve the workload on a fresh node in `data`, stop it with SIGTERM, and return how many log
 /// records were acknowledged.
 fn workload(node: &Path, data: &Path) -> Result<usize> {
-    let mut child = Command::new(node)
-        .arg("serve")
+    let mut cmd = Command::new(node);
+    cmd.arg("serve")
         .arg("--data-dir")
         .arg(data)
-        .args(["--listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("cannot start {}", node.display()))?;
-    let stderr = child.stderr.take().context("node stderr")?;
-    let (tx, rx) = mpsc::channel();
-    // Forwards the node's log and hands over the address from its "listening on" line; it
-    // keeps reading to the end so the node never blocks on a full pipe.
-    let forward = thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            eprintln!("node: {line}");
-            if let Some(addr) = line
-                .split("listening on http://")
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-                .and_then(|a| a.parse::<SocketAddr>().ok())
-            {
-                let _ = tx.send(addr);
-            }
-        }
-    });
-    let mut node = NodeChild {
-        child,
-        forward: Some(forward),
-    };
-    let addr: SocketAddr = rx
-        .recv_timeout(GUARD)
-        .context("the node did not print its listening address")?;
+        .args(["--listen", "127.0.0.1:0"]);
+    // The node's log is echoed; dropping `node` kills it, so a failed step leaves none behind.
+    let mut node = Served::spawn(cmd, Some("node: ")).map_err(anyhow::Error::msg)?;
+    let addr = node.wait_ready(GUARD).map_err(anyhow::Error::msg)?;
 
     let mut sent = 0;
     for (t, tenant) in TENANTS.iter().enumerate() {
         for r in 0..REQUESTS {
             let body = request_json(t, r);
-            let (status, reply) = post(addr, tenant, &body)?;
-            if status != 200 {
-                bail!("POST /v1/logs for {tenant} answered {status}: {reply}");
+            let headers = [
+                ("Content-Type", "application/json"),
+                ("X-Scope-OrgID", *tenant),
+            ];
+            let answer = http::exchange(addr, "POST", "/v1/logs", &headers, body.as_bytes())
+                .with_context(|| format!("POST /v1/logs to {addr}"))?;
+            if answer.status != 200 {
+                bail!(
+                    "POST /v1/logs for {tenant} answered {}: {}",
+                    answer.status,
+                    answer.text()
+                );
             }
             sent += RECORDS;
         }
     }
     println!("interop: {sent} log records acknowledged for {TENANTS:?}; stopping the node");
 
-    let pid = node.child.id().to_string();
-    let status = Command::new("kill").args(["-TERM", &pid]).status()?;
-    if !status.success() {
-        bail!("kill -TERM {pid} failed: {status}");
-    }
-    let started = Instant::now();
-    let exit = loop {
-        if let Some(exit) = node.child.try_wait()? {
-            break exit;
-        }
-        if started.elapsed() > GUARD {
-            bail!("the node did not stop within {GUARD:?} of SIGTERM");
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
-    if let Some(forward) = node.forward.take() {
-        let _ = forward.join();
-    }
+    let exit = node.terminate(GUARD).map_err(anyhow::Error::msg)?;
     if !exit.success() {
         bail!("the node exited with {exit} after SIGTERM");
     }
@@ -226,30 +171,4 @@ fn request_json(tenant: usize, request: usize) -> String {
         r#"{{"resourceLogs":[{{"resource":{{"attributes":[{{"key":"service.name","value":{{"stringValue":"interop"}}}}]}},"scopeLogs":[{{"scope":{{"name":"xtask"}},"logRecords":[{}]}}]}}]}}"#,
         records.join(",")
     )
-}
-
-/// POST `body` to `/v1/logs` as OTLP/JSON over one HTTP/1.1 connection; the status and body.
-fn post(addr: SocketAddr, tenant: &str, body: &str) -> Result<(u16, String)> {
-    let mut stream = TcpStream::connect(addr).with_context(|| format!("connect {addr}"))?;
-    stream.set_read_timeout(Some(GUARD))?;
-    write!(
-        stream,
-        "POST /v1/logs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         X-Scope-OrgID: {tenant}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    stream.flush()?;
-    let mut reply = Vec::new();
-    stream.read_to_end(&mut reply)?;
-    let reply = String::from_utf8_lossy(&reply).into_owned();
-    let status = reply
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .with_context(|| format!("not an HTTP response: {reply:?}"))?;
-    let body = reply
-        .split_once("\r\n\r\n")
-        .map_or("", |(_, b)| b)
-        .to_owned();
-    Ok((status, body))
 }

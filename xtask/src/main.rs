@@ -312,7 +312,7 @@ fn bench(root: &Path, name: Option<&str>) -> Result<()> {
 /// to the generator (`--secs 5`, `--rates 50000,max`, `--tenants 8`, ...). The table is
 /// printed and written to `<target>/bench/ingest.md`.
 fn bench_ingest(flags: &[String]) -> Result<()> {
-    let release = release_node_dir()?;
+    let release = release_binaries(&["ourios-loadgen"])?;
     let target = target_dir();
     let out = target.join("bench");
     let mut cmd = Command::new(release.join("ourios-loadgen"));
@@ -332,16 +332,20 @@ fn bench_ingest(flags: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Builds the node's release binaries (the node and the load generator); returns where they are.
+/// Builds the node's release binary; returns where it is.
 fn release_node_dir() -> Result<PathBuf> {
-    cargo(&[
-        "build",
-        "--release",
-        "--locked",
-        "-p",
-        "ourios-node",
-        "--bins",
-    ])?;
+    release_binaries(&[])
+}
+
+/// Builds the node's release binary and those of the dev-only `packages` (the load generator)
+/// in one cargo run, so the crates they share are built once; returns where they are.
+fn release_binaries(packages: &[&str]) -> Result<PathBuf> {
+    let mut args = vec!["build", "--release", "--locked", "-p", "ourios-node"];
+    for p in packages {
+        args.extend(["-p", p]);
+    }
+    args.push("--bins");
+    cargo(&args)?;
     Ok(target_dir().join("release"))
 }
 

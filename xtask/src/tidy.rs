@@ -64,6 +64,72 @@ fn tidy_packages_are_named_after_folders() {
     }
 }
 
+/// Dev-only packages (`xtask/<name>`, named `ourios-<name>`) stay out of the product: no
+/// product crate depends on them outside `[dev-dependencies]`, and the node package builds one
+/// binary, the node.
+/// Moving `ourios-testkit` into the node's `[dependencies]`, or a binary back into
+/// `node/src/bin`, fails it with the place named.
+#[test]
+fn tidy_dev_packages_stay_out_of_the_product() {
+    const DEV: &[&str] = &["testkit", "loadgen"];
+    for dev in DEV {
+        let manifest =
+            std::fs::read_to_string(root().join("xtask").join(dev).join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!("name = \"ourios-{dev}\"")),
+            "xtask/{dev}/Cargo.toml must name the package ourios-{dev}"
+        );
+    }
+    for krate in CRATES {
+        let manifest = std::fs::read_to_string(root().join(krate).join("Cargo.toml")).unwrap();
+        let mut section = "";
+        for line in manifest.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                section = line;
+                continue;
+            }
+            for dev in DEV {
+                assert!(
+                    section == "[dev-dependencies]" || !line.starts_with(&format!("ourios-{dev}")),
+                    "{krate}/Cargo.toml: `{line}` in {section}: ourios-{dev} is dev-only"
+                );
+            }
+        }
+        if *krate == "node" {
+            assert!(
+                manifest.matches("[[bin]]").count() <= 1,
+                "node/Cargo.toml: the node package builds the node only"
+            );
+            assert!(
+                !root().join("node/src/bin").exists(),
+                "node/src/bin: the node package builds the node only; tools go in xtask/"
+            );
+        }
+    }
+}
+
+/// A server says it is ready through `--ready-file`, never through a log sentence: no test or
+/// tool reads the node's "listening on" line.
+/// A harness that parses `listening on` fails it with the file named.
+#[test]
+fn tidy_readiness_is_the_ready_file() {
+    let mut files = Vec::new();
+    for dir in CRATES.iter().chain(&["xtask"]) {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let main = root().join("node/src/main.rs");
+    let tidy = root().join("xtask/src/tidy.rs");
+    for file in files.iter().filter(|f| **f != main && **f != tidy) {
+        let text = std::fs::read_to_string(file).unwrap();
+        assert!(
+            !text.contains("listening on http"),
+            "{}: reads a log sentence; wait for the ready file (ourios_testkit::Served)",
+            file.display()
+        );
+    }
+}
+
 /// The RFC tables parse, and every test they name exists as a `fn` in the named crate.
 /// Mutation check: rename a test function an RFC table names.
 #[test]

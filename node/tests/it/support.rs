@@ -22,7 +22,6 @@ use ourios_sinks::RecordId;
 use ourios_sinks::testing::FaultyStore;
 use ourios_wal::{Lsn, Marks, TenantId};
 use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A generous bound on any one wait: reaching it means a hang (a bug), never a slow machine.
 pub(crate) const HANG: Duration = Duration::from_secs(60);
@@ -272,7 +271,9 @@ pub(crate) async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     .await;
 }
 
-/// A minimal HTTP/1.1 exchange (`Connection: close`): the status and the body.
+/// One HTTP/1.1 exchange on a fresh connection, with hyper's client (in-process tests run on
+/// runtimes whose blocking threads are part of what they test, so the client stays async):
+/// the status and the body.
 pub(crate) async fn http(
     addr: SocketAddr,
     method: &str,
@@ -292,60 +293,44 @@ pub(crate) async fn http_with_head(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, String, Vec<u8>) {
+    use http_body_util::BodyExt as _;
     bounded("http exchange", async {
-        let mut stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .expect("connect");
-        let mut head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-            body.len()
-        );
+        let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                .await
+                .expect("HTTP/1.1 handshake");
+        let driver = tokio::spawn(connection);
+        let mut request = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", addr.to_string());
         for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
+            request = request.header(*k, *v);
         }
-        head.push_str("\r\n");
-        stream.write_all(head.as_bytes()).await.expect("write head");
-        stream.write_all(body).await.expect("write body");
-        let mut raw = Vec::new();
-        stream.read_to_end(&mut raw).await.expect("read response");
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("a response head");
-        let head = String::from_utf8_lossy(&raw[..split]).to_string();
-        let status: u16 = head
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .expect("a status line");
-        let mut body = raw[split + 4..].to_vec();
-        if head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked")
-        {
-            body = dechunk(&body);
+        let request = request
+            .body(http_body_util::Full::new(bytes::Bytes::copy_from_slice(
+                body,
+            )))
+            .expect("a valid request");
+        let response = sender.send_request(request).await.expect("an HTTP answer");
+        let status = response.status();
+        let mut head = format!("HTTP/1.1 {status}");
+        for (k, v) in response.headers() {
+            head.push_str(&format!("\n{k}: {}", String::from_utf8_lossy(v.as_bytes())));
         }
-        (status, head, body)
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("the answer's body")
+            .to_bytes()
+            .to_vec();
+        drop(sender);
+        let _ = driver.await;
+        (status.as_u16(), head, body)
     })
     .await
-}
-
-fn dechunk(mut raw: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = raw
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .expect("chunk size line");
-        let size = usize::from_str_radix(std::str::from_utf8(&raw[..eol]).expect("ascii"), 16)
-            .expect("hex chunk size");
-        raw = &raw[eol + 2..];
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&raw[..size]);
-        raw = &raw[size + 2..];
-    }
 }
 
 /// POSTs an OTLP/HTTP protobuf request for `tenant`.
@@ -374,19 +359,7 @@ pub(crate) async fn metric(node: &Node, name: &str, labels: &[(&str, &str)]) -> 
     let (status, body) = http(node.addr, "GET", "/metrics", &[], b"").await;
     assert_eq!(status, 200, "metrics endpoint");
     let text = String::from_utf8(body).expect("utf-8 metrics");
-    let prom = name.replace('.', "_");
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter(|l| {
-            let series = l.split(' ').next().unwrap_or("");
-            let base = series.split('{').next().unwrap_or("");
-            (base == prom || base == format!("{prom}_total"))
-                && labels
-                    .iter()
-                    .all(|(k, v)| series.contains(&format!("{k}=\"{v}\"")))
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    ourios_testkit::metrics::sum(&text, name, labels).unwrap_or(0.0)
 }
 
 /// A failpoint gate: the `nth` (0-based) evaluation is held until released, then panics or

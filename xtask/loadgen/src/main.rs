@@ -11,10 +11,9 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -24,6 +23,8 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
 use opentelemetry_proto::tonic::resource::v1::Resource;
+use ourios_testkit::http::{self, Conn};
+use ourios_testkit::{GUARD, Served, metrics, procfs};
 use prost::Message;
 
 /// Records per request.
@@ -52,6 +53,9 @@ enum Cmd {
         /// Listen address (port 0 picks one; the address is printed on stderr).
         #[arg(long, default_value = "127.0.0.1:0")]
         listen: SocketAddr,
+        /// Once listening, write `{"listen": ADDR, "pid": PID}` here (as the node does).
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
     },
 }
 
@@ -122,7 +126,7 @@ fn main() -> Result<()> {
             );
             Ok(())
         }
-        Cmd::NullServer { listen } => null_server(listen),
+        Cmd::NullServer { listen, ready_file } => null_server(listen, ready_file.as_deref()),
     }
 }
 
@@ -152,32 +156,16 @@ const TEMPLATES: [&str; 20] = [
     "websocket session {} sent {} frames and received {} frames before the idle timeout of {} seconds expired",
 ];
 
-/// xorshift64*: enough randomness for parameters, no dependency.
-#[derive(Debug)]
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+/// Seeded, so every run sends the same requests.
+type Rng = fastrand::Rng;
 
 fn body(rng: &mut Rng) -> String {
-    let template = TEMPLATES[rng.below(TEMPLATES.len() as u64) as usize];
+    let template = TEMPLATES[rng.usize(..TEMPLATES.len())];
     let mut out = String::with_capacity(128);
     let mut parts = template.split("{}");
     out.push_str(parts.next().unwrap_or_default());
     for part in parts {
-        let _ = write!(out, "{}", rng.below(100_000));
+        let _ = write!(out, "{}", rng.u64(..100_000));
         out.push_str(part);
     }
     out
@@ -185,7 +173,7 @@ fn body(rng: &mut Rng) -> String {
 
 /// OTLP severity mix: 10 % DEBUG, 70 % INFO, 13 % WARN, 7 % ERROR.
 fn severity(rng: &mut Rng) -> (i32, &'static str) {
-    match rng.below(100) {
+    match rng.u64(..100) {
         0..10 => (5, "DEBUG"),
         10..80 => (9, "INFO"),
         80..93 => (13, "WARN"),
@@ -252,7 +240,7 @@ struct Load {
 impl Load {
     fn new(tenants: usize) -> Load {
         let tenants = tenants.max(1);
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::with_seed(0x9e37_79b9_7f4a_7c15);
         let mut sample = 0usize;
         for _ in 0..10_000 {
             sample += body(&mut rng).len();
@@ -275,65 +263,25 @@ impl Load {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The client: keep-alive HTTP/1.1, one request in flight per connection.
+// The client: the testkit's keep-alive HTTP/1.1 connection, one request in flight each.
 
-#[derive(Debug)]
-struct Conn {
-    reader: BufReader<TcpStream>,
-}
-
-impl Conn {
-    fn open(addr: SocketAddr) -> std::io::Result<Conn> {
-        let stream = TcpStream::connect(addr)?;
-        stream.set_nodelay(true)?;
-        stream.set_read_timeout(Some(Duration::from_secs(120)))?;
-        Ok(Conn {
-            reader: BufReader::with_capacity(16 << 10, stream),
-        })
-    }
-
-    /// Sends one request and reads the response; returns the status.
-    fn post(&mut self, head: &[u8], body: &[u8]) -> std::io::Result<u16> {
-        let stream = self.reader.get_mut();
-        stream.write_all(head)?;
-        stream.write_all(body)?;
-        let mut line = String::new();
-        if self.reader.read_line(&mut line)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        let status = line
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse::<u16>().ok())
-            .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            if self.reader.read_line(&mut line)? == 0 {
-                return Err(std::io::ErrorKind::UnexpectedEof.into());
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().map_err(std::io::Error::other)?;
-            }
-        }
-        let mut rest = vec![0u8; length];
-        self.reader.read_exact(&mut rest)?;
-        Ok(status)
-    }
+fn open(addr: SocketAddr) -> std::io::Result<Conn> {
+    Conn::open(addr, Duration::from_secs(120))
 }
 
 fn head(addr: SocketAddr, tenant: usize, len: usize) -> Vec<u8> {
-    format!(
-        "POST /v1/logs HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/x-protobuf\r\n\
-         X-Scope-OrgID: bench-{tenant}\r\nContent-Length: {len}\r\n\r\n"
+    let tenant = format!("bench-{tenant}");
+    http::request_head(
+        addr,
+        "POST",
+        "/v1/logs",
+        &[
+            ("Content-Type", "application/x-protobuf"),
+            ("X-Scope-OrgID", &tenant),
+        ],
+        len,
+        false,
     )
-    .into_bytes()
 }
 
 #[derive(Debug, Default)]
@@ -394,7 +342,7 @@ fn run_load(load: &Load, args: &RunArgs) -> Result<RunResult> {
     let stop = AtomicBool::new(false);
     let mut conns = Vec::with_capacity(args.connections);
     for _ in 0..args.connections.max(1) {
-        conns.push(Conn::open(args.target).with_context(|| format!("connecting {}", args.target))?);
+        conns.push(open(args.target).with_context(|| format!("connecting {}", args.target))?);
     }
     // One head per body: each carries its own Content-Length.
     let heads: Vec<Vec<Vec<u8>>> = load
@@ -435,7 +383,10 @@ fn run_load(load: &Load, args: &RunArgs) -> Result<RunResult> {
                         }
                         let tenant = (i as usize) % load.tenants;
                         let k = (i as usize / load.tenants) % POOL;
-                        match conn.post(&heads[tenant][k], &load.bodies[tenant][k]) {
+                        match conn
+                            .send(&heads[tenant][k], &load.bodies[tenant][k])
+                            .map(|r| r.status)
+                        {
                             Ok(200) => {
                                 lines += BATCH as u64;
                                 lat.push(scheduled.elapsed());
@@ -447,7 +398,7 @@ fn run_load(load: &Load, args: &RunArgs) -> Result<RunResult> {
                             Err(e) => {
                                 errors += 1;
                                 first_error.get_or_insert_with(|| e.to_string());
-                                match Conn::open(args.target) {
+                                match open(args.target) {
                                     Ok(c) => conn = c,
                                     Err(_) => {
                                         // Relaxed: a best-effort stop hint between workers.
@@ -485,12 +436,19 @@ fn run_load(load: &Load, args: &RunArgs) -> Result<RunResult> {
 // ---------------------------------------------------------------------------------------------
 // The null server: what HTTP on loopback costs with no work behind it.
 
-fn null_server(listen: SocketAddr) -> Result<()> {
+fn null_server(listen: SocketAddr, ready_file: Option<&Path>) -> Result<()> {
     let listener = TcpListener::bind(listen).with_context(|| format!("binding {listen}"))?;
-    eprintln!(
-        "null-server: listening on http://{}",
-        listener.local_addr()?
-    );
+    let addr = listener.local_addr()?;
+    eprintln!("null-server: serving on http://{addr}");
+    if let Some(path) = ready_file {
+        // The node's ready-file shape, written aside and renamed like the node's.
+        let aside = path.with_extension("partial");
+        std::fs::write(
+            &aside,
+            format!(r#"{{"listen":"{addr}","pid":{}}}"#, std::process::id()),
+        )?;
+        std::fs::rename(&aside, path)?;
+    }
     for stream in listener.incoming() {
         let Ok(stream) = stream else { continue };
         thread::spawn(move || {
@@ -541,120 +499,18 @@ fn serve_null(stream: TcpStream) -> std::io::Result<()> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Process measurement: /proc.
+// Child servers: the testkit's, stopped with SIGTERM and measured through /proc.
 
-fn clock_ticks_per_sec() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok()?.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// Fields of `/proc/<pid>/stat` after the command name: index 0 is field 3 (`state`).
-fn stat_fields(pid: &str) -> Result<Vec<u64>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("reading /proc/{pid}/stat"))?;
-    let rest = text
-        .rsplit_once(')')
-        .map(|(_, r)| r)
-        .context("malformed stat")?;
-    Ok(rest
-        .split_whitespace()
-        .map(|f| f.parse().unwrap_or(0))
-        .collect())
-}
-
-/// utime + stime of a live process, in ticks.
-fn cpu_ticks(pid: u32) -> Result<u64> {
-    let f = stat_fields(&pid.to_string())?;
-    Ok(f[11] + f[12])
-}
-
-/// cutime + cstime of this process: the CPU of every reaped child, in ticks.
-fn children_cpu_ticks() -> Result<u64> {
-    let f = stat_fields("self")?;
-    Ok(f[13] + f[14])
-}
-
-fn peak_rss_kib(pid: u32) -> Result<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .context("no VmHWM in /proc/<pid>/status")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Child servers.
-
-#[derive(Debug)]
-struct Server {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-}
-
-impl Server {
-    fn spawn(mut cmd: Command) -> Result<Server> {
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("spawning {cmd:?}"))?;
-        let stderr = child.stderr.take().context("piped stderr")?;
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (tx, rx) = mpsc::channel();
-        let sink = Arc::clone(&log);
-        thread::spawn(move || {
-            for line in BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if let Some(addr) = line
-                    .split("listening on http://")
-                    .nth(1)
-                    .and_then(|r| r.split_whitespace().next()?.parse::<SocketAddr>().ok())
-                {
-                    let _ = tx.send(addr);
-                }
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
-            }
-        });
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(addr) => Ok(Server { child, addr, log }),
-            Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                let log = log
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .join("\n");
-                bail!("{cmd:?} did not start:\n{log}")
-            }
-        }
+/// SIGTERM (the node's graceful shutdown runs its final cut), wait, and return the CPU ticks
+/// the whole process used (from this process's reaped-children accounting).
+fn stop(mut server: Served) -> Result<u64> {
+    let before = procfs::children_cpu_ticks().map_err(anyhow::Error::msg)?;
+    let status = server.terminate(GUARD).map_err(anyhow::Error::msg)?;
+    let after = procfs::children_cpu_ticks().map_err(anyhow::Error::msg)?;
+    if !status.success() && status.code().is_some() {
+        bail!("server exited with {status}:\n{}", server.log_text());
     }
-
-    /// SIGTERM (the node's graceful shutdown runs its final cut), wait, and return the CPU
-    /// ticks the whole process used (from this process's reaped-children accounting).
-    fn stop(mut self) -> Result<u64> {
-        let before = children_cpu_ticks()?;
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status()?;
-        let status = self.child.wait()?;
-        let after = children_cpu_ticks()?;
-        if !status.success() && status.code().is_some() {
-            let log = self
-                .log
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .join("\n");
-            bail!("server exited with {status}:\n{log}");
-        }
-        Ok(after - before)
-    }
+    Ok(after - before)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -674,52 +530,28 @@ struct Row {
     published_at_end: Option<f64>,
 }
 
-/// Sum of every sample of a Prometheus metric on `GET /metrics`, if the server answers it.
-fn scrape(addr: SocketAddr, name: &str) -> Option<f64> {
-    let mut stream = TcpStream::connect(addr).ok()?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .ok()?;
-    write!(
-        stream,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    if !text.starts_with("HTTP/1.1 200") {
-        return None;
-    }
-    let samples: Vec<f64> = text
-        .lines()
-        .filter(|l| l.starts_with(name))
-        .filter_map(|l| l.rsplit(' ').next()?.parse().ok())
-        .collect();
-    (!samples.is_empty()).then(|| samples.iter().sum())
-}
-
 fn measure(
-    server: Server,
+    server: Served,
     target: &'static str,
     load: &Load,
     rate: &str,
     args: &BenchArgs,
     tick_us: f64,
 ) -> Result<Row> {
-    let pid = server.child.id();
+    let pid = server.pid().context("the server is not running")?;
     let run = RunArgs {
-        target: server.addr,
+        target: server.addr(),
         rate: rate.to_owned(),
         secs: args.secs,
         tenants: load.tenants,
         connections: args.connections,
     };
-    let before = cpu_ticks(pid)?;
+    let before = procfs::cpu_ticks(pid).map_err(anyhow::Error::msg)?;
     let result = run_load(load, &run)?;
-    let window = cpu_ticks(pid)? - before;
-    let peak = peak_rss_kib(pid)?;
-    let published = scrape(server.addr, "ourios_sink_records_published");
-    let total = server.stop()?;
+    let window = procfs::cpu_ticks(pid).map_err(anyhow::Error::msg)? - before;
+    let (peak, _) = procfs::rss_kib(pid).context("no VmHWM in /proc/<pid>/status")?;
+    let published = metrics::scrape(server.addr(), "ourios_sink_records_published", &[]);
+    let total = stop(server)?;
     let lines = result.acked_lines.max(1) as f64;
     Ok(Row {
         target,
@@ -734,7 +566,7 @@ fn measure(
 }
 
 fn bench(args: &BenchArgs) -> Result<()> {
-    let tick_us = 1e6 / clock_ticks_per_sec();
+    let tick_us = 1e6 / procfs::clock_ticks_per_sec();
     let me = std::env::current_exe()?;
     let node_flags: Vec<&str> = args.node_flags.split_whitespace().collect();
     let mut rows = Vec::new();
@@ -762,7 +594,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
     for rate in ["50000", "max"] {
         let mut cmd = Command::new(&me);
         cmd.args(["null-server", "--listen", "127.0.0.1:0"]);
-        let row = measure(Server::spawn(cmd)?, "null", &load, rate, args, tick_us)?;
+        let server = Served::start(cmd, None).map_err(anyhow::Error::msg)?;
+        let row = measure(server, "null", &load, rate, args, tick_us)?;
         print(&row);
         rows.push(row);
     }
@@ -782,7 +615,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
                 .arg(&data)
                 .args(["--listen", "127.0.0.1:0"])
                 .args(&node_flags);
-            let row = measure(Server::spawn(cmd)?, "node", &load, rate, args, tick_us)?;
+            let server = Served::start(cmd, None).map_err(anyhow::Error::msg)?;
+            let row = measure(server, "node", &load, rate, args, tick_us)?;
             print(&row);
             rows.push(row);
             let _ = std::fs::remove_dir_all(&data);
