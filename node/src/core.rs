@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+
+use ourios_recoverable::lock;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
@@ -160,7 +162,7 @@ impl Core {
     }
 
     pub(crate) fn tenant(&self, tenant: &str) -> Arc<TenantState> {
-        let mut map = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut map = lock(&self.tenants);
         Arc::clone(map.entry(tenant.to_owned()).or_default())
     }
 
@@ -200,7 +202,7 @@ impl Core {
             });
         }
         {
-            let mut tenants = self.tenants.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut tenants = lock(&self.tenants);
             if !tenants.contains_key(tenant) {
                 if tenants.len() >= self.max_tenants {
                     ::metrics::counter!(metrics::TENANTS_REFUSED).increment(1);
@@ -228,7 +230,7 @@ impl Core {
         // The WAL's group commit and the miner are blocking: run both off the async workers.
         let joined = tokio::task::spawn_blocking(move || {
             let state = core.tenant(&tenant);
-            let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
+            let _order = lock(&state.order);
             // The HTTP layer validated the tenant with the WAL's rule; a mismatch is a refusal.
             let tid =
                 TenantId::new(&tenant).map_err(|e| IngestError::InvalidTenant(e.to_string()))?;
@@ -289,7 +291,7 @@ impl Core {
         let mut out: Vec<LogRecord> = Vec::with_capacity(if inline { 0 } else { lines.len() });
         let sink_tenant = Tenant::new(tenant);
         let result = {
-            let mut slot = state.miner.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut slot = lock(&state.miner);
             let miner = slot.get_or_insert_with(|| self.fresh_miner(tenant));
             // Relaxed: read by the capture under the same miner's lock.
             state.in_flight.store(lsn.0, Ordering::Relaxed);
@@ -467,17 +469,14 @@ impl Core {
         //    Tenant by tenant, each under its own miner's lock (the tenants' map is only
         //    copied): a snapshot is encoded only for a tenant that mined since its installed
         //    one, and encoding it stops no other tenant.
-        let states: Vec<(String, Arc<TenantState>)> = self
-            .tenants
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        let states: Vec<(String, Arc<TenantState>)> = lock(&self.tenants)
             .iter()
             .map(|(t, s)| (t.clone(), Arc::clone(s)))
             .collect();
         let captured: Vec<(String, u64, Option<Vec<u8>>, u64)> = states
             .into_iter()
             .map(|(t, s)| {
-                let miner = s.miner.lock().unwrap_or_else(PoisonError::into_inner);
+                let miner = lock(&s.miner);
                 // `in_flight` first, Acquire: seen clear, it pairs with the Release that
                 // cleared it after `mined_through` moved, so the load below sees that frame
                 // (read the other way round, a frame ending between the loads would have its

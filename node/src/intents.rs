@@ -7,7 +7,9 @@
 //! holding it may go. A cut moves it after stamping the record tenants.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use ourios_recoverable::lock;
 
 use ourios_sinks::{Intent, Sealer};
 use ourios_wal::{Lsn, TenantId, Wal};
@@ -122,7 +124,7 @@ impl WalSealer {
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.live)
     }
 
     /// Recovery found `intent` at `lsn` above the horizon.

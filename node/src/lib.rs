@@ -20,7 +20,9 @@ mod server;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use ourios_recoverable::lock;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
 use object_store::ObjectStore;
@@ -418,7 +420,7 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             );
             match restored {
                 Ok(miner) => {
-                    *state.miner.lock().unwrap_or_else(PoisonError::into_inner) = Some(miner);
+                    *lock(&state.miner) = Some(miner);
                     // Relaxed: no cut runs during recovery's first steps.
                     state
                         .snapshot_through
@@ -470,7 +472,7 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
         let state = core.tenant(&tenant);
         match frame.mode {
             ReplayMode::RegenerationOnly => {
-                let mut slot = state.miner.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut slot = lock(&state.miner);
                 let miner = slot.get_or_insert_with(|| core.fresh_miner(&tenant));
                 for line in &lines {
                     let regenerated =
@@ -487,7 +489,7 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
                 recovery.regenerated += 1;
             }
             _ => {
-                let _order = state.order.lock().unwrap_or_else(PoisonError::into_inner);
+                let _order = lock(&state.order);
                 let lsn = frame.lsn;
                 // Above the frontier. Records an intent names were routed by pass 1; the rest
                 // were never put, unless a node of an earlier release (no intents) put them.

@@ -16,7 +16,9 @@
 //!   counts `ourios.ingest.encode_fallback`.
 
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
-use std::sync::{Arc, Mutex, PoisonError};
+
+use ourios_recoverable::lock;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, Guarded};
@@ -116,10 +118,7 @@ impl EncodePool {
         let tx = if disconnected_by_failpoint() {
             None
         } else {
-            self.tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone()
+            lock(&self.tx).clone()
         };
         let batch = EncodeBatch { records, guard };
         let batch = match tx {
@@ -137,28 +136,13 @@ impl EncodePool {
 
     /// Closes the queue without waiting: the workers finish what is queued and exit.
     pub(crate) fn close(&self) {
-        drop(
-            self.tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
+        drop(lock(&self.tx).take());
     }
 
     /// Closes the queue, lets the workers finish what is queued, joins the supervisor.
     pub(crate) fn shutdown(&self) {
-        drop(
-            self.tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        if let Some(s) = self
-            .supervisor
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
-        {
+        drop(lock(&self.tx).take());
+        if let Some(s) = lock(&self.supervisor).take() {
             let _ = s.join();
         }
     }
@@ -266,13 +250,8 @@ struct SupervisorEnd {
 
 impl Drop for SupervisorEnd {
     fn drop(&mut self) {
-        drop(
-            self.tx
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take(),
-        );
-        let rx = self.ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(lock(&self.tx).take());
+        let rx = lock(&self.ctx.rx);
         // `recv` ends once every sender is gone: a `submit` that cloned the sender before it
         // was taken either sends (and the batch is requeued here) or finds it disconnected.
         while let Ok(batch) = rx.recv() {
@@ -306,7 +285,7 @@ pub(crate) fn hand_off(
 fn work(ctx: &WorkerCtx) {
     loop {
         let batch = {
-            let rx = ctx.rx.lock().unwrap_or_else(PoisonError::into_inner);
+            let rx = lock(&ctx.rx);
             rx.recv()
         };
         let Ok(EncodeBatch { records, guard }) = batch else {

@@ -8,7 +8,9 @@
 //! named tenants are held back; otherwise the cut holds every tenant back, as before.
 
 use std::collections::BTreeSet;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+
+use ourios_recoverable::lock;
 
 use ourios_sinks::Tenant;
 
@@ -34,15 +36,12 @@ impl FailureLog {
     /// guard settles, so the cut whose quiesce waits for that guard finds the entry.
     pub fn record(&self, epoch: u32, tenants: impl IntoIterator<Item = Tenant>) {
         let tenants: BTreeSet<Tenant> = tenants.into_iter().collect();
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push((epoch, tenants));
+        lock(&self.entries).push((epoch, tenants));
     }
 
     /// Takes every entry tagged `epoch` or lower.
     pub fn take_through(&self, epoch: u32) -> FailedScope {
-        let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut entries = lock(&self.entries);
         let mut scope = FailedScope::default();
         entries.retain(|(e, tenants)| {
             if *e > epoch {

@@ -15,7 +15,9 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use ourios_recoverable::lock;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
@@ -171,11 +173,7 @@ impl PublishCoordinator {
 
     /// The publisher-slot mutex (poison-tolerant: nothing that panics runs under it).
     fn slot(&self) -> MutexGuard<'_, SlotState> {
-        self.inner
-            .slot
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+        lock(&self.inner.slot.state)
     }
 
     /// Marks the slot shut down and closes the queue; returns the thread to join, if any.

@@ -22,7 +22,7 @@
 //! impl RequeueTarget<u32> for Buffer {
 //!     fn requeue(&self, items: Vec<u32>, _cause: RequeueCause) {
 //!         // Never panic: recover a poisoned lock.
-//!         let mut buf = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+//!         let mut buf = ourios_recoverable::lock(&self.0);
 //!         buf.splice(0..0, items);
 //!     }
 //! }
@@ -48,3 +48,16 @@ mod target;
 pub use batch::{BatchReport, ItemState, Lease, RecoverableBatch, Settlement};
 pub use drained::Drained;
 pub use target::{RequeueCause, RequeueTarget};
+
+/// Locks `mutex`, recovering it if a panicking holder poisoned it.
+///
+/// A requeue target must never panic (it runs in `Drop` during an unwind), and every state the
+/// crates built on this one keep under a plain mutex is updated in steps that leave it
+/// consistent wherever a panic can be raised, so the data behind a poisoned lock is usable.
+/// (`ourios-wal` and `ourios-barrier`, which depend on nothing of ours and run under loom, keep
+/// their own in their `sync` modules.)
+pub fn lock<T: ?Sized>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

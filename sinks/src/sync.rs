@@ -8,13 +8,9 @@
 //! (tokio, object_store, parquet) is not.
 
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-pub(crate) use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+pub(crate) use std::sync::{Arc, Mutex, OnceLock};
 
-/// Lock `mutex`, recovering it if a panicking thread poisoned it.
-///
-/// Every mutation under these locks leaves the protected state consistent at each point a panic
-/// can be raised (failpoints included), so the data behind a poisoned lock is usable; the requeue
-/// paths run inside `Drop` during an unwind and must never panic on a poisoned lock.
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+/// Lock `mutex`, recovering it if a panicking thread poisoned it: every mutation under these
+/// locks leaves the protected state consistent at each point a panic can be raised (failpoints
+/// included), and the requeue paths run inside `Drop` during an unwind.
+pub(crate) use ourios_recoverable::lock;

@@ -2,7 +2,7 @@
 //! that journals its release, and a panic hook that keeps injected panics quiet.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{Arc, Mutex, Once};
 
 use ourios_recoverable::{RequeueCause, RequeueTarget};
 
@@ -39,9 +39,7 @@ pub(crate) fn quiet_injected_panics() {
 }
 
 /// Lock recovering poison: tests inspect buffers a panicking consumer may have poisoned.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use ourios_recoverable::lock;
 
 /// What happened, in order, across both sinks and the guard.
 #[derive(Debug, Clone, PartialEq, Eq)]

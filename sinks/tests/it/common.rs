@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard};
 
 use futures::FutureExt;
 use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
-use ourios_recoverable::RecoverableBatch;
+use ourios_recoverable::{RecoverableBatch, lock};
 use ourios_sinks::testing::FaultyStore;
 use ourios_sinks::{
     AuditEvent, AuditGroup, AuditKind, AuditSinkConfig, LogRecord, Partition, RecordId,
@@ -202,7 +202,7 @@ struct Cell {
 
 impl Cell {
     fn update(&self, f: impl FnOnce(f64) -> f64) {
-        let mut v = self.values.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut v = lock(&self.values);
         let e = v.entry(self.key.clone()).or_insert(0.0);
         *e = f(*e);
     }

@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use ourios_recoverable::lock;
 use serde::Deserialize;
 
 /// A guard against a hung child, never an ordering device: nothing waits this long when the
@@ -82,9 +83,7 @@ impl Served {
                 if let Some(prefix) = &echo {
                     eprintln!("{prefix}{line}");
                 }
-                sink.lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .push(line);
+                lock(&sink).push(line);
             }
         });
         Ok(Served {
@@ -159,10 +158,7 @@ impl Served {
 
     /// Everything the child wrote to stderr so far.
     pub fn log_text(&self) -> String {
-        self.log
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .join("\n")
+        lock(&self.log).join("\n")
     }
 
     /// The child's process id, while it runs.
