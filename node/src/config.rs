@@ -335,7 +335,7 @@ impl Config {
                  as `info,ourios_node=debug`",
             );
         }
-        if !valid_tenant(&self.default_tenant) {
+        if ourios_wal::TenantId::new(&self.default_tenant).is_err() {
             return bad(
                 "default_tenant",
                 &self.default_tenant,
@@ -365,13 +365,6 @@ fn load_file(path: &Path) -> Result<ServeArgs, ConfigError> {
         path: path.into(),
         source,
     })
-}
-
-/// The tenant rule the WAL enforces, checked early so a bad default fails at start.
-pub fn valid_tenant(t: &str) -> bool {
-    (1..=64).contains(&t.len())
-        && t.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
 }
 
 #[cfg(test)]

@@ -176,11 +176,12 @@ impl Core {
     /// A miner panic after the append still acknowledges: the frame is durable and held.
     pub async fn ingest(
         self: &Arc<Self>,
-        tenant: &str,
+        tenant_id: &TenantId,
         mut canonical: Vec<u8>,
         mut request: ExportLogsServiceRequest,
     ) -> Result<Lsn, IngestError> {
         let started = Instant::now();
+        let tenant = tenant_id.as_str();
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(IngestError::ShuttingDown);
         }
@@ -225,15 +226,13 @@ impl Core {
         }
         let core = Arc::clone(self);
         let tenant = tenant.to_owned();
+        let tid = tenant_id.clone();
         let lines = otlp::flatten(&request);
         let n = lines.len() as u64;
         // The WAL's group commit and the miner are blocking: run both off the async workers.
         let joined = tokio::task::spawn_blocking(move || {
             let state = core.tenant(&tenant);
             let _order = lock(&state.order);
-            // The HTTP layer validated the tenant with the WAL's rule; a mismatch is a refusal.
-            let tid =
-                TenantId::new(&tenant).map_err(|e| IngestError::InvalidTenant(e.to_string()))?;
             let lsn = core.wal.append(&tid, &canonical)?;
             // The promise starts here: the frame is durable. A miner panic on a line is handled
             // inside (the line kept whole); one that escapes has handed the prefix to the sink

@@ -18,6 +18,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
+use ourios_wal::TenantId;
+
 use crate::core::{Core, IngestError};
 use crate::otlp::{self, Format};
 
@@ -29,7 +31,7 @@ pub const TENANT_HEADER: &str = "x-scope-orgid";
 pub(crate) struct AppState {
     pub(crate) core: Arc<Core>,
     pub(crate) metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    pub(crate) default_tenant: String,
+    pub(crate) default_tenant: TenantId,
     pub(crate) max_body_bytes: usize,
     pub(crate) max_records: usize,
     /// Admission into the ingest path: one permit per request being validated, appended and
@@ -90,9 +92,10 @@ async fn logs(
     };
     let tenant = match headers.get(TENANT_HEADER) {
         None => state.default_tenant.clone(),
-        Some(v) => match v.to_str() {
-            Ok(t) if crate::config::valid_tenant(t) => t.to_owned(),
-            _ => {
+        // Validated once, here, by the WAL's own rule; the node carries the `TenantId` on.
+        Some(v) => match TenantId::from_bytes(v.as_bytes()) {
+            Ok(t) => t,
+            Err(_) => {
                 return refuse(
                     StatusCode::BAD_REQUEST,
                     format!(

@@ -115,7 +115,10 @@ fn an_acknowledged_request_holds_a_small_multiple_of_its_body() {
             // The decoded request's own size: what decode allocated beside the canonical copy.
             let decoded_size = live(&decoding) - canonical.len() as isize;
             let region = Region::new(GLOBAL);
-            node.core.ingest("t", canonical, decoded).await.unwrap();
+            node.core
+                .ingest(&ourios_wal::TenantId::new("t").unwrap(), canonical, decoded)
+                .await
+                .unwrap();
             let held = live(&region) + decoded_size + body.len() as isize;
             let ratio = held as f64 / decoded_size as f64;
             println!(

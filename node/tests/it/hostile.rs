@@ -365,7 +365,15 @@ async fn hostile_a_full_buffer_pushes_back_and_loses_nothing() {
     let mut refused = None;
     for salt in 0..400 {
         let req = request(&lines(40, salt));
-        match node.core.ingest("t", req.encode_to_vec(), req).await {
+        match node
+            .core
+            .ingest(
+                &ourios_wal::TenantId::new("t").unwrap(),
+                req.encode_to_vec(),
+                req,
+            )
+            .await
+        {
             Ok(lsn) => acked.push(lsn),
             Err(ourios_node::IngestError::BufferFull { .. }) => {
                 refused = Some(salt);

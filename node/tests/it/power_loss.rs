@@ -87,7 +87,15 @@ async fn power_loss_at_random_operations_of_the_node_loses_nothing_acknowledged(
                     let tenant = ["a", "b"][rng.upto(1)];
                     let n = 1 + rng.upto(5);
                     let req = request(&lines(n, run * 10 + frame));
-                    if let Ok(lsn) = node.core.ingest(tenant, req.encode_to_vec(), req).await {
+                    if let Ok(lsn) = node
+                        .core
+                        .ingest(
+                            &ourios_wal::TenantId::new(tenant).unwrap(),
+                            req.encode_to_vec(),
+                            req,
+                        )
+                        .await
+                    {
                         acked.extend(frame_ids(lsn, n));
                         acks += 1;
                     }

@@ -137,7 +137,11 @@ pub(crate) fn lines(n: usize, salt: usize) -> Vec<String> {
 pub(crate) async fn ingest(node: &Node, tenant: &str, bodies: &[String]) -> Lsn {
     let req = request(bodies);
     node.core
-        .ingest(tenant, req.encode_to_vec(), req)
+        .ingest(
+            &TenantId::new(tenant).expect("a valid tenant"),
+            req.encode_to_vec(),
+            req,
+        )
         .await
         .expect("ingest is acknowledged")
 }
