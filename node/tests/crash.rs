@@ -17,11 +17,9 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
+use ourios_testkit::otlp;
 use prost::Message;
 
 mod proc;
@@ -42,12 +40,6 @@ const DEFAULT_SEED: u64 = 0x0054_0056_c4a5_4001;
 
 /// The run's seeded generator: every kill moment and line shape repeats for a seed.
 type Rng = fastrand::Rng;
-
-fn now_nanos() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
 
 /// Attribute carrying a line's key, so a record is found even if its body cannot be rebuilt.
 const KEY_ATTRIBUTE: &str = "crash.line";
@@ -93,56 +85,25 @@ fn line(round: u64, writer: usize, seq: u64, i: usize, rng: &mut Rng) -> Line {
 
 const SEVERITIES: [(i32, &str); 4] = [(5, "DEBUG"), (9, "INFO"), (13, "WARN"), (17, "ERROR")];
 
-fn text(s: &str) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(any_value::Value::StringValue(s.to_owned())),
-    })
-}
-
 fn protobuf_body(lines: &[Line], rng: &mut Rng) -> Vec<u8> {
-    let now = now_nanos();
-    let log_records = lines
+    let now = otlp::now_nanos();
+    let records = lines
         .iter()
         .map(|l| {
-            let (sev, sev_text) = SEVERITIES[rng.u64(..4) as usize];
-            LogRecord {
-                time_unix_nano: now,
-                observed_time_unix_nano: now,
-                severity_number: sev,
-                severity_text: sev_text.into(),
-                body: text(&l.body),
-                attributes: vec![KeyValue {
-                    key: KEY_ATTRIBUTE.into(),
-                    value: text(&l.key),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }
+            otlp::record(
+                (now, now),
+                SEVERITIES[rng.usize(..SEVERITIES.len())],
+                &l.body,
+                vec![otlp::attr(KEY_ATTRIBUTE, &l.key)],
+            )
         })
         .collect();
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(opentelemetry_proto::tonic::resource::v1::Resource {
-                attributes: vec![KeyValue {
-                    key: "service.name".into(),
-                    value: text("crash"),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            scope_logs: vec![ScopeLogs {
-                log_records,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-    .encode_to_vec()
+    otlp::request(vec![otlp::attr("service.name", "crash")], records).encode_to_vec()
 }
 
 /// OTLP/JSON written by hand (string int64s, camelCase), as a non-Rust client sends it.
 fn json_body(lines: &[Line], rng: &mut Rng) -> Vec<u8> {
-    let now = now_nanos().to_string();
+    let now = otlp::now_nanos().to_string();
     let records: Vec<serde_json::Value> = lines
         .iter()
         .map(|l| {

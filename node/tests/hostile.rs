@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use ourios_testkit::otlp;
 use prost::Message;
 
 mod proc;
@@ -28,18 +27,6 @@ const TENANT: &str = "hostile";
 const PEAK_RSS_LIMIT_KIB: u64 = 512 << 10;
 /// Tenants the node serves at most in this suite (`--max-tenants`).
 const MAX_TENANTS: usize = 8;
-
-fn text(s: &str) -> Option<AnyValue> {
-    Some(AnyValue {
-        value: Some(any_value::Value::StringValue(s.to_owned())),
-    })
-}
-
-fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(1, |d| d.as_nanos() as u64)
-}
 
 /// One line: its key (unique in the run) and its body.
 #[derive(Debug, Clone)]
@@ -67,50 +54,27 @@ fn request_with(
     resource: Vec<KeyValue>,
     times: impl Fn(usize) -> (u64, u64),
 ) -> ExportLogsServiceRequest {
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(Resource {
-                attributes: resource,
-                ..Default::default()
-            }),
-            scope_logs: vec![ScopeLogs {
-                log_records: lines
-                    .iter()
-                    .enumerate()
-                    .map(|(i, l)| {
-                        let (time, observed) = times(i);
-                        LogRecord {
-                            time_unix_nano: time,
-                            observed_time_unix_nano: observed,
-                            severity_number: 9,
-                            severity_text: "INFO".into(),
-                            body: text(&l.body),
-                            attributes: vec![KeyValue {
-                                key: KEY_ATTRIBUTE.into(),
-                                value: text(&l.key),
-                                ..Default::default()
-                            }],
-                            ..Default::default()
-                        }
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+    let records = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            otlp::record(
+                times(i),
+                (9, "INFO"),
+                &l.body,
+                vec![otlp::attr(KEY_ATTRIBUTE, &l.key)],
+            )
+        })
+        .collect();
+    otlp::request(resource, records)
 }
 
 fn service() -> Vec<KeyValue> {
-    vec![KeyValue {
-        key: "service.name".into(),
-        value: text("hostile"),
-        ..Default::default()
-    }]
+    vec![otlp::attr("service.name", "hostile")]
 }
 
 fn protobuf(lines: &[Line]) -> Vec<u8> {
-    let now = now_nanos();
+    let now = otlp::now_nanos();
     request_with(lines, service(), |_| (now, now)).encode_to_vec()
 }
 
@@ -188,12 +152,8 @@ fn run_case(node: &NodeProc, case: &str, clients: usize) -> Outcome {
         // every record carries it.
         "expansion" => {
             let ls = lines(case, 5_000, 0);
-            let blob = vec![KeyValue {
-                key: "blob".into(),
-                value: text(&"b".repeat(64 << 10)),
-                ..Default::default()
-            }];
-            let now = now_nanos();
+            let blob = vec![otlp::attr("blob", &"b".repeat(64 << 10))];
+            let now = otlp::now_nanos();
             let body = request_with(&ls, blob, |_| (now, now)).encode_to_vec();
             one(
                 ls,
@@ -250,7 +210,7 @@ fn run_case(node: &NodeProc, case: &str, clients: usize) -> Outcome {
         // Times no Parquet timestamp can hold: placed by the next usable time, kept, stored.
         "time_max" => {
             let ls = lines(case, 3, 0);
-            let now = now_nanos();
+            let now = otlp::now_nanos();
             let body = request_with(&ls, service(), |i| match i {
                 0 => (u64::MAX, now),
                 1 => (now, u64::MAX),

@@ -15,11 +15,11 @@ use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::logs::v1::LogRecord;
 use ourios_node::{Config, CutReport, Node, NodeOptions, ServeArgs, TickResult};
 use ourios_sinks::RecordId;
 use ourios_sinks::testing::FaultyStore;
+use ourios_testkit::otlp;
 use ourios_wal::{Lsn, Marks, TenantId};
 use prost::Message;
 
@@ -77,46 +77,30 @@ pub(crate) fn inline(args: &mut ServeArgs) {
 
 /// One OTLP request carrying `bodies` in order, with a resource and a few attributes.
 pub(crate) fn request(bodies: &[String]) -> ExportLogsServiceRequest {
-    let string = |s: &str| AnyValue {
-        value: Some(any_value::Value::StringValue(s.to_owned())),
-    };
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(Resource {
-                attributes: vec![KeyValue {
-                    key: "service.name".into(),
-                    value: Some(string("checkout")),
+    let records = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, b)| LogRecord {
+            trace_id: vec![i as u8; 16],
+            span_id: vec![0xab; 8],
+            ..otlp::record(
+                (TIME + i as u64, TIME + 1_000 + i as u64),
+                (
+                    9 + (i % 4) as i32 * 4,
+                    ["INFO", "WARN", "ERROR", "FATAL"][i % 4],
+                ),
+                b,
+                vec![KeyValue {
+                    key: "attempt".into(),
+                    value: Some(AnyValue {
+                        value: Some(any_value::Value::IntValue(i as i64)),
+                    }),
                     ..Default::default()
                 }],
-                ..Default::default()
-            }),
-            scope_logs: vec![ScopeLogs {
-                log_records: bodies
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| LogRecord {
-                        time_unix_nano: TIME + i as u64,
-                        observed_time_unix_nano: TIME + 1_000 + i as u64,
-                        severity_number: 9 + (i % 4) as i32 * 4,
-                        severity_text: ["INFO", "WARN", "ERROR", "FATAL"][i % 4].into(),
-                        body: Some(string(b)),
-                        attributes: vec![KeyValue {
-                            key: "attempt".into(),
-                            value: Some(AnyValue {
-                                value: Some(any_value::Value::IntValue(i as i64)),
-                            }),
-                            ..Default::default()
-                        }],
-                        trace_id: vec![i as u8; 16],
-                        span_id: vec![0xab; 8],
-                        ..Default::default()
-                    })
-                    .collect(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
+            )
+        })
+        .collect();
+    otlp::request(vec![otlp::attr("service.name", "checkout")], records)
 }
 
 /// `n` log lines from a few templates with numeric parameters; `salt` varies the values.

@@ -15,16 +15,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
-use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
-use opentelemetry_proto::tonic::logs::v1::{LogRecord, ResourceLogs, ScopeLogs};
-use opentelemetry_proto::tonic::resource::v1::Resource;
 use ourios_testkit::http::{self, Conn};
-use ourios_testkit::{GUARD, Served, metrics, procfs};
+use ourios_testkit::{GUARD, Served, metrics, otlp, procfs};
 use prost::Message;
 
 /// Records per request.
@@ -182,50 +178,18 @@ fn severity(rng: &mut Rng) -> (i32, &'static str) {
 }
 
 fn request(rng: &mut Rng, tenant: usize) -> Vec<u8> {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    let text = |s: String| AnyValue {
-        value: Some(any_value::Value::StringValue(s)),
-    };
-    let log_records = (0..BATCH)
+    let now = otlp::now_nanos();
+    let records = (0..BATCH as u64)
         .map(|i| {
-            let (severity_number, severity_text) = severity(rng);
-            LogRecord {
-                time_unix_nano: now + i as u64,
-                observed_time_unix_nano: now + i as u64,
-                severity_number,
-                severity_text: severity_text.into(),
-                body: Some(text(body(rng))),
-                ..Default::default()
-            }
+            let severity = severity(rng);
+            otlp::record((now + i, now + i), severity, &body(rng), Vec::new())
         })
         .collect();
-    ExportLogsServiceRequest {
-        resource_logs: vec![ResourceLogs {
-            resource: Some(Resource {
-                attributes: vec![
-                    KeyValue {
-                        key: "service.name".into(),
-                        value: Some(text(format!("svc-{tenant}"))),
-                        ..Default::default()
-                    },
-                    KeyValue {
-                        key: "host.name".into(),
-                        value: Some(text("bench-host".into())),
-                        ..Default::default()
-                    },
-                ],
-                ..Default::default()
-            }),
-            scope_logs: vec![ScopeLogs {
-                log_records,
-                ..Default::default()
-            }],
-            ..Default::default()
-        }],
-    }
-    .encode_to_vec()
+    let resource = vec![
+        otlp::attr("service.name", &format!("svc-{tenant}")),
+        otlp::attr("host.name", "bench-host"),
+    ];
+    otlp::request(resource, records).encode_to_vec()
 }
 
 /// Pre-encoded requests and their headers, per tenant.
@@ -530,6 +494,31 @@ struct Row {
     published_at_end: Option<f64>,
 }
 
+impl Row {
+    /// The row of the results table.
+    fn markdown(&self) -> String {
+        format!(
+            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {} | {} |",
+            if self.target == "null" {
+                "null (baseline)"
+            } else {
+                "ourios-node"
+            },
+            self.tenants,
+            self.rate,
+            self.result.lines_per_sec(),
+            self.result.p50_ms(),
+            self.result.p99_ms(),
+            self.window_cpu_us_per_line,
+            self.total_cpu_us_per_line,
+            self.peak_rss_mib,
+            self.published_at_end
+                .map_or_else(|| "-".to_owned(), |p| format!("{:.0} %", 100.0 * p)),
+            self.result.errors
+        )
+    }
+}
+
 fn measure(
     server: Served,
     target: &'static str,
@@ -572,22 +561,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let mut rows = Vec::new();
     let mut mean_body = 0.0;
     let mut request_bytes = 0;
-    let print = |row: &Row| {
-        eprintln!(
-            "  {:<6} {} tenant(s) offered {:>7}: {:>7} lines/s, ack p50 {:>7.1} ms p99 {:>7.1} ms, \
-             {:.2} CPU-us/line ({:.2} with shutdown), peak RSS {:.0} MiB, {} errors",
-            row.target,
-            row.tenants,
-            row.rate,
-            row.result.lines_per_sec(),
-            row.result.p50_ms(),
-            row.result.p99_ms(),
-            row.window_cpu_us_per_line,
-            row.total_cpu_us_per_line,
-            row.peak_rss_mib,
-            row.result.errors
-        );
-    };
+    // Progress: each row as the table will show it, as soon as it is measured.
+    let print = |row: &Row| eprintln!("{}", row.markdown());
 
     // Baseline first: the same generator against a server that does no work.
     let load = Load::new(1);
@@ -667,26 +642,7 @@ fn render(args: &BenchArgs, rows: &[Row], mean_body: f64, request_bytes: usize) 
     );
     let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.0} | {} | {} |",
-            if r.target == "null" {
-                "null (baseline)"
-            } else {
-                "ourios-node"
-            },
-            r.tenants,
-            r.rate,
-            r.result.lines_per_sec(),
-            r.result.p50_ms(),
-            r.result.p99_ms(),
-            r.window_cpu_us_per_line,
-            r.total_cpu_us_per_line,
-            r.peak_rss_mib,
-            r.published_at_end
-                .map_or_else(|| "-".to_owned(), |p| format!("{:.0} %", 100.0 * p)),
-            r.result.errors
-        );
+        let _ = writeln!(md, "{}", r.markdown());
     }
     let null = |rate: &str| rows.iter().find(|r| r.target == "null" && r.rate == rate);
     let ceiling = null("max").map_or(0, |r| r.result.lines_per_sec());
