@@ -1,0 +1,226 @@
+//! Appends and the group commit: one waiter leads, writes and syncs every queued frame for
+//! all of them; a failure (or a leader's panic) makes the WAL read-only.
+
+use super::*;
+
+impl Batch {
+    fn range(&self) -> (Lsn, Lsn) {
+        (self.frames[0].0, self.frames[self.frames.len() - 1].0)
+    }
+
+    fn clear(&mut self) {
+        self.bytes.clear();
+        self.frames.clear();
+    }
+}
+
+impl Wal {
+    /// Appends one frame for `tenant` and returns its lsn once a `fdatasync` covering it has
+    /// succeeded. Concurrent callers share syncs (group commit): the first waiter without a
+    /// commit in progress writes and syncs every queued frame for all of them.
+    ///
+    /// After a failed write, sync or rotation the WAL is read-only: every frame that failure
+    /// covered gets [`AppendError::Failed`], every later call [`AppendError::Poisoned`]. It
+    /// does not retry: after a failed `fsync` the kernel may have dropped the dirty pages and
+    /// cleared the error, so a retry could "succeed" without the data on disk, and the state of
+    /// the page cache is unknown. Reopening re-validates from disk.
+    ///
+    /// # Errors
+    /// [`AppendError`]; on any error the frame is not acknowledged.
+    pub fn append(&self, tenant: &TenantId, payload: &[u8]) -> Result<Lsn, AppendError> {
+        let prefix = FramePrefix::new(tenant, payload)
+            .filter(|p| p.encoded_len() <= self.config.max_frame_bytes)
+            .ok_or_else(|| {
+                count_error("frame_too_large");
+                AppendError::FrameTooLarge {
+                    tenant: tenant.clone(),
+                    size: crate::format::frame_len(tenant, payload.len()),
+                    max: self.config.max_frame_bytes,
+                }
+            })?;
+        let mut state = lock(&self.commit);
+        if let Some(failure) = &state.failure {
+            count_error("poisoned");
+            return Err(AppendError::Poisoned(failure.clone()));
+        }
+        let lsn = Lsn(state.next_lsn);
+        state.next_lsn += 1;
+        prefix.encode_into(&mut state.batch.bytes, lsn, tenant, payload);
+        state.batch.frames.push((lsn, tenant.clone()));
+        loop {
+            if state.durable >= lsn {
+                return Ok(lsn);
+            }
+            if let Some(failure) = &state.failure {
+                let covered = failure
+                    .batch
+                    .is_some_and(|(first, last)| first <= lsn && lsn <= last);
+                return Err(if covered {
+                    count_error(match failure.stage {
+                        FailStage::Sync => "sync_failed",
+                        FailStage::Write => "write_failed",
+                        FailStage::Rotate => "rotate_failed",
+                        FailStage::Panic => "commit_panicked",
+                    });
+                    AppendError::Failed(failure.clone())
+                } else {
+                    count_error("poisoned");
+                    AppendError::Poisoned(failure.clone())
+                });
+            }
+            if !state.leader_active && !state.batch.frames.is_empty() {
+                state.leader_active = true;
+                state.taken += 1;
+                let spare = mem::take(&mut state.spare);
+                let batch = mem::replace(&mut state.batch, spare);
+                state.taken_last = batch.range().1;
+                drop(state);
+                self.lead(batch);
+                state = lock(&self.commit);
+                continue;
+            }
+            // My frame is in the batch in flight, or queued for the next one.
+            let mine = if lsn <= state.taken_last {
+                state.taken
+            } else {
+                state.taken + 1
+            };
+            state = wait(&self.committed[(mine % 2) as usize], state);
+        }
+    }
+
+    /// Writes and syncs `batch` as the commit leader, then publishes the outcome to every
+    /// waiter. A panic on the way is turned into a failure by `LeadGuard`.
+    fn lead(&self, mut batch: Batch) {
+        let (first, last) = batch.range();
+        let mut guard = LeadGuard {
+            wal: self,
+            batch: Some((first, last)),
+            done: false,
+        };
+        let result = self.write_batch(&batch);
+        let (frames, bytes) = (batch.frames.len() as u64, batch.bytes.len() as u64);
+        let mut lags = Vec::new();
+        let mut state = lock(&self.commit);
+        let ok = result.is_ok();
+        match result {
+            Ok(()) => {
+                state.durable = last;
+                state.appends += frames;
+                state.syncs += 1;
+                state.bytes += bytes;
+                // Newest first, so each tenant's first hit is its highest lsn in the batch.
+                for (lsn, tenant) in batch.frames.iter().rev() {
+                    let p = progress_of(&mut state.progress, tenant);
+                    if p.newest < *lsn {
+                        p.newest = *lsn;
+                        lags.push((tenant.clone(), p.lag()));
+                    }
+                }
+            }
+            Err(failure) => state.failure = Some(failure),
+        }
+        state.leader_active = false;
+        let this = (state.taken % 2) as usize;
+        batch.clear();
+        if state.spare.bytes.capacity() < batch.bytes.capacity() {
+            state.spare = batch;
+        }
+        drop(state);
+        guard.done = true;
+        if ok {
+            // Every waiter of this batch returns; one waiter of the next batch leads it.
+            self.committed[this].notify_all();
+            self.committed[1 - this].notify_one();
+        } else {
+            self.wake_all();
+        }
+
+        if ok {
+            metrics::counter!(m::APPENDS).increment(frames);
+            metrics::counter!(m::SYNCS).increment(1);
+            metrics::counter!(m::BYTES).increment(bytes);
+            metrics::histogram!(m::SYNC_BATCH_FRAMES).record(frames as f64);
+            for (tenant, lag) in lags {
+                metrics::gauge!(m::TENANT_FRONTIER_LAG, &tenant_label(&tenant)).set(lag as f64);
+            }
+        } else {
+            metrics::gauge!(m::POISONED).set(1.0);
+        }
+    }
+
+    /// Rotates if due, writes `batch` into the active segment and syncs it, under the log lock.
+    fn write_batch(&self, batch: &Batch) -> Result<(), WalFailure> {
+        let mut log = lock(&self.log);
+        let (first, last) = batch.range();
+        let fail = |stage, segment: &Path, source| WalFailure {
+            stage,
+            segment: segment.to_path_buf(),
+            batch: Some((first, last)),
+            source: StdArc::new(source),
+        };
+        let active = &log.active;
+        let too_big = active.meta.len + batch.bytes.len() as u64 > self.config.max_segment_bytes;
+        let too_old = self
+            .config
+            .max_segment_age
+            .is_some_and(|age| active.opened.elapsed() >= age);
+        if active.meta.has_frames() && (too_big || too_old) {
+            self.rotate_locked(&mut log, first)
+                .map_err(|(path, e)| fail(FailStage::Rotate, &path, e))?;
+        }
+        let active = &mut log.active;
+        if let Err(e) = active.file.write_all(&batch.bytes) {
+            return Err(fail(FailStage::Write, &active.meta.path, e));
+        }
+        if let Err(e) = active.file.sync_data() {
+            return Err(fail(FailStage::Sync, &active.meta.path, e));
+        }
+        active.meta.len += batch.bytes.len() as u64;
+        for (lsn, tenant) in &batch.frames {
+            active.meta.record(*lsn, tenant);
+        }
+        Ok(())
+    }
+}
+
+impl Wal {
+    /// Wakes every waiter (after a failure, all of them must see it).
+    fn wake_all(&self) {
+        for condvar in &self.committed {
+            condvar.notify_all();
+        }
+    }
+}
+
+fn count_error(kind: &'static str) {
+    metrics::counter!(m::APPEND_ERRORS, m::LABEL_ERROR_TYPE => kind).increment(1);
+}
+
+/// Ends a commit that unwound: records a failure so waiters do not wait forever and no later
+/// append is acknowledged over a segment in an unknown state.
+struct LeadGuard<'a> {
+    wal: &'a Wal,
+    batch: Option<(Lsn, Lsn)>,
+    done: bool,
+}
+
+impl Drop for LeadGuard<'_> {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        // Lock order: log before commit.
+        let segment = lock(&self.wal.log).active.meta.path.clone();
+        let mut state = lock(&self.wal.commit);
+        state.failure.get_or_insert_with(|| WalFailure {
+            stage: FailStage::Panic,
+            segment,
+            batch: self.batch,
+            source: StdArc::new(std::io::Error::other("the commit leader panicked")),
+        });
+        state.leader_active = false;
+        drop(state);
+        self.wal.wake_all();
+    }
+}
