@@ -17,7 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
 use ourios_recoverable::lock;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
@@ -105,7 +105,9 @@ impl PublishCoordinator {
             let _ = old.join();
         }
         let (tx, rx) = sync_channel(self.inner.slot.config.queue_bound);
-        let inner = Arc::clone(&self.inner);
+        // Weak: the thread must not keep alive the state that holds its own sender, or it
+        // would outlive every handle (a cycle only `close` broke).
+        let inner = Arc::downgrade(&self.inner);
         let reason = if state.generation == 0 {
             "start"
         } else {
@@ -225,10 +227,16 @@ impl Drop for DrainOnExit {
     }
 }
 
-fn run(inner: Arc<Inner>, rx: Receiver<Detached>) {
-    let coordinator = PublishCoordinator { inner };
-    let _enter = coordinator.inner.runtime.enter();
+/// The publisher thread. It holds the coordinator's state weakly and upgrades it for one item
+/// at a time: once every handle is gone the state drops, its sender with it, `recv` fails and
+/// the thread ends; items still queued are parked (their batches requeue into the sink, which
+/// they hold themselves).
+fn run(inner: Weak<Inner>, rx: Receiver<Detached>) {
     let queue = DrainOnExit { rx };
+    let Some(runtime) = inner.upgrade().map(|i| i.runtime.clone()) else {
+        return;
+    };
+    let _enter = runtime.enter();
     while let Ok(item) = queue.rx.recv() {
         ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
         // Test hook (compiled out unless the `failpoints` feature is on): a panic outside any
@@ -237,7 +245,11 @@ fn run(inner: Arc<Inner>, rx: Receiver<Detached>) {
         fail::fail_point!("publisher::thread::die", |_| panic!(
             "publisher thread killed by failpoint"
         ));
-        let c = coordinator.clone();
+        let Some(inner) = inner.upgrade() else {
+            park(item);
+            continue;
+        };
+        let c = PublishCoordinator { inner };
         let result = catch_unwind(AssertUnwindSafe(move || {
             // The item is owned by this closure: an unwind drops it here, so its batch
             // requeues and its token reports + settles as panicked, before catch_unwind returns.

@@ -4,6 +4,7 @@
 //! and shutdown return.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use ourios_sinks::testing::Fault;
 use ourios_sinks::{Partition, RecordId};
@@ -290,4 +291,36 @@ fn a_failed_detached_publish_is_logged_with_its_tenant() {
     let (verdict, cut_epoch) = quiesce(&rig);
     assert!(verdict.all_ok(cut_epoch));
     assert_eq!(rig.coord.failures().take_through(epoch).recorded, 0);
+}
+
+/// The publisher thread does not keep its coordinator alive: once the last handle is dropped,
+/// without `close`, the coordinator's state is freed (the barrier it held is released), its
+/// queue's sender with it, and the thread ends. Before, the thread held the state strongly, and
+/// the state held the thread's sender: neither ever went away.
+#[test]
+fn dropping_every_handle_frees_the_coordinator_and_ends_its_thread() {
+    let rig = Rig::new();
+    let crate::rig::Rig {
+        barrier,
+        coord,
+        records,
+        rt,
+        ..
+    } = rig;
+    let extra = coord.clone();
+    assert!(coord.publisher_alive());
+    let held = Arc::strong_count(&barrier);
+    drop(coord);
+    drop(extra);
+    // The thread may be between two items, holding the state for one: give it a bounded while.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while Arc::strong_count(&barrier) == held && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(
+        Arc::strong_count(&barrier),
+        held - 1,
+        "the coordinator's state outlived every handle"
+    );
+    drop((records, rt));
 }
