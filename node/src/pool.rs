@@ -273,11 +273,15 @@ pub(crate) fn hand_off(
     guard: &BatchGuard,
 ) {
     match records.append(record) {
-        AppendOutcome::Buffered { detached } => {
-            if !detached.is_empty() {
-                coordinator.enqueue(detached, guard);
-            }
+        AppendOutcome::Buffered {
+            detached: Some(detached),
+        } => {
+            // Test hook (compiled out unless `failpoints`): a panic between the detach and the
+            // hand-over; `detached` owns the partitions and requeues them as it unwinds.
+            fail::fail_point!("node::pool::hand_off");
+            coordinator.enqueue(detached, guard);
         }
+        AppendOutcome::Buffered { detached: None } => {}
         AppendOutcome::Quarantined { .. } => {}
     }
 }

@@ -16,12 +16,11 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 
-use ourios_recoverable::lock;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
-use ourios_recoverable::{RecoverableBatch, RequeueTarget};
+use ourios_recoverable::{RecoverableBatch, lock};
 use ourios_sinks::Partition;
 
 use crate::coordinator::{Inner, PublishCoordinator};
@@ -126,18 +125,18 @@ impl PublishCoordinator {
 
     /// Hands the partitions a trigger detached from `guard`'s batch to the publisher.
     ///
-    /// Each partition moves into its own `RecoverableBatch` and takes a share of the batch's
-    /// shared completion *before* the enqueue (RFC 0054 §9.5: the transfer happens at the
-    /// in-flight registration), so from here on a panic in the worker cannot touch it. A full
-    /// queue blocks (the memory bound). A disconnected queue parks the partition back into the
-    /// buffers, completes its share as `Parked`, and respawns the publisher.
-    pub fn enqueue(&self, detached: Vec<Partition>, guard: &BatchGuard) {
-        for partition in detached {
-            let target: Arc<dyn RequeueTarget<Partition>> = Arc::new(self.inner.records.clone());
-            let item: Detached = Guarded::new(
-                RecoverableBatch::new(vec![partition], target),
-                guard.detach(),
-            );
+    /// `detached` owns them (the sink's `append` returns them in a batch); each is split off
+    /// into its own `RecoverableBatch`, moving from one owner to the other, and takes a share
+    /// of the batch's shared completion *before* the enqueue (RFC 0054 §9.5: the transfer
+    /// happens at the in-flight registration), so a panic anywhere here leaves every partition
+    /// owned by a batch that requeues it. A full queue blocks (the memory bound). A
+    /// disconnected queue parks the partition back into the buffers, completes its share as
+    /// `Parked`, and respawns the publisher.
+    pub fn enqueue(&self, mut detached: RecoverableBatch<Partition>, guard: &BatchGuard) {
+        while detached.pending() > 0 {
+            let mut first = true;
+            let one = detached.split_off_pending(|_| std::mem::take(&mut first));
+            let item: Detached = Guarded::new(one, guard.detach());
             self.send(item);
         }
     }

@@ -51,11 +51,12 @@ impl Default for RecordSinkConfig {
 #[must_use]
 pub enum AppendOutcome {
     /// Buffered under its partition key. `detached` holds the partitions the size trigger or the
-    /// ceiling took out of the buffer: the caller owns them and must register them in a
-    /// `RecoverableBatch` (or park them) before doing anything else.
+    /// ceiling took out of the buffer, already owned by a `RecoverableBatch` whose target is
+    /// this sink: dropping it, or an unwind, puts them back. Never a plain `Vec` across a call
+    /// that can panic.
     Buffered {
-        /// Partitions detached by a trigger (often empty).
-        detached: Vec<Partition>,
+        /// Partitions detached by a trigger, if any.
+        detached: Option<RecoverableBatch<Partition>>,
     },
     /// Its partition key does not derive: quarantined. A `record_quarantined` event with this
     /// sequence number was emitted, and the sink holds the record (bytes accounted) until that
@@ -482,9 +483,7 @@ impl SharedParquetSink {
     /// ceiling may detach partitions (never a terminal tenant's).
     pub fn append(&self, record: LogRecord) -> AppendOutcome {
         let Some(record) = self.route(record) else {
-            return AppendOutcome::Buffered {
-                detached: Vec::new(),
-            };
+            return AppendOutcome::Buffered { detached: None };
         };
         let key = match PartitionKey::derive(&record) {
             Ok(key) => key,
@@ -519,6 +518,12 @@ impl SharedParquetSink {
             detached.push(p);
         }
         st.gauges();
+        drop(st);
+        // Owned at once, outside the lock (a batch's drop requeues through that lock).
+        let detached = (!detached.is_empty()).then(|| {
+            let target: Arc<dyn RequeueTarget<Partition>> = Arc::new(self.clone());
+            RecoverableBatch::new(detached, target)
+        });
         AppendOutcome::Buffered { detached }
     }
 

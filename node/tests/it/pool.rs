@@ -253,6 +253,38 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
     }
 }
 
+/// A panic between the detach and the hand-over to the publisher loses nothing: the worker's
+/// third record detaches its partition and the worker panics before `enqueue` (failpoint).
+/// The partition is owned by the batch `append` returned, which requeues it as it unwinds; the
+/// worker's own batch requeues the records it had not appended; the next cut publishes every
+/// id of the frame exactly once and stamps it.
+///
+/// Fails when `append` hands detached partitions back as a plain `Vec` (as it did): the
+/// unwind drops the partition, its records are neither buffered nor stored, and the cut
+/// misses them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_between_detach_and_hand_over_requeues_the_detached_partition() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), worker_detaching_every_record), &store).await;
+    let barrier = node.core.barrier();
+    fail::cfg("node::pool::hand_off", "2*off->1*panic->off").unwrap();
+    let a = ingest(&node, "t", &lines(6, 1)).await;
+    wait_until("the worker panicked at the hand-over", || {
+        !barrier.latch().capture().is_clear() && barrier.stats().encodes_outstanding == 0
+    })
+    .await;
+    fail::remove("node::pool::hand_off");
+    let report = cut_publishes_frames(&node, &store, "t", &[(a, 6)]).await;
+    assert!(report.not_stamped.is_empty(), "{report:?}");
+    let counts = ids_in_store(&store).await;
+    for id in frame_ids(a, 6) {
+        assert_eq!(counts.get(&id), Some(&1), "{id:?} stored once");
+    }
+    node.shutdown().await.unwrap();
+}
+
 /// One encode worker, and a partition target of one byte: every record detaches its own
 /// partition at append.
 fn worker_detaching_every_record(args: &mut ourios_node::ServeArgs) {

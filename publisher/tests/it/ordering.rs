@@ -45,7 +45,7 @@ fn i3_detached_publish_racing_inflight_audit_write_is_refused() {
     let mut parts = Vec::new();
     rig.records.drain_all(&mut parts);
     let guard = rig.barrier.enter_encode();
-    rig.coord.enqueue(parts, &guard);
+    rig.coord.enqueue(rig.owned(parts), &guard);
     let completion = guard
         .publish_completion()
         .expect("a detach registers a completion");

@@ -23,7 +23,7 @@ fn detach_all(rig: &Rig) -> Vec<Partition> {
 fn enqueue_as_one_batch(rig: &Rig, parts: Vec<Partition>) -> u32 {
     let guard = rig.barrier.enter_encode();
     let epoch = guard.epoch();
-    rig.coord.enqueue(parts, &guard);
+    rig.coord.enqueue(rig.owned(parts), &guard);
     epoch
 }
 

@@ -115,7 +115,7 @@ impl Rig {
             match self.records.append(r) {
                 ourios_sinks::AppendOutcome::Buffered { detached } => {
                     assert!(
-                        detached.is_empty(),
+                        detached.is_none(),
                         "this rig's sink is configured never to detach"
                     )
                 }
@@ -143,11 +143,31 @@ impl Rig {
             let r = record(tenant, lsn, index, T0 + hour * HOUR, wm);
             ids.push(r.id);
             match self.records.append(r) {
-                ourios_sinks::AppendOutcome::Buffered { detached: d } => detached.extend(d),
+                ourios_sinks::AppendOutcome::Buffered {
+                    detached: Some(mut batch),
+                } => {
+                    // The test is the consumer from here on: it takes the partitions out.
+                    while let Some(lease) = batch.begin_next() {
+                        detached.push(batch.settle(lease, ourios_recoverable::Settlement::Dropped));
+                    }
+                    let _ = batch.finish();
+                }
+                ourios_sinks::AppendOutcome::Buffered { detached: None } => {}
                 other => panic!("unexpected append outcome {other:?}"),
             }
         }
         (ids, detached)
+    }
+
+    /// `parts` owned by a batch whose target is the rig's sink, as `append` hands detached
+    /// partitions over.
+    pub(crate) fn owned(
+        &self,
+        parts: Vec<ourios_sinks::Partition>,
+    ) -> ourios_recoverable::RecoverableBatch<ourios_sinks::Partition> {
+        let target: Arc<dyn ourios_recoverable::RequeueTarget<ourios_sinks::Partition>> =
+            Arc::new(self.records.clone());
+        ourios_recoverable::RecoverableBatch::new(parts, target)
     }
 
     /// The audit seq the records of frame `lsn` depend on.

@@ -23,6 +23,25 @@ pub(crate) const T0: u64 = 1_700_000_000_000_000_000;
 /// test that reaches a failpoint (through `Rig::new`) holds it for reading.
 pub(crate) static FAILPOINTS: RwLock<()> = RwLock::new(());
 
+/// The partitions an append detached, taken out of the batch that owns them: the test is the
+/// consumer from here on (as a publisher is once each partition is settled).
+pub(crate) fn detached_parts(outcome: ourios_sinks::AppendOutcome) -> Vec<ourios_sinks::Partition> {
+    match outcome {
+        ourios_sinks::AppendOutcome::Buffered {
+            detached: Some(mut batch),
+        } => {
+            let mut parts = Vec::new();
+            while let Some(lease) = batch.begin_next() {
+                parts.push(batch.settle(lease, ourios_recoverable::Settlement::Dropped));
+            }
+            let _ = batch.finish();
+            parts
+        }
+        ourios_sinks::AppendOutcome::Buffered { detached: None } => Vec::new(),
+        other => panic!("not buffered: {other:?}"),
+    }
+}
+
 pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64) -> LogRecord {
     LogRecord {
         id: RecordId { lsn, index },

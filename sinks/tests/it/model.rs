@@ -175,8 +175,9 @@ impl Model {
                 }
                 self.appended
                     .insert(r.id, (t, wm, !matches!(poison, Poison::None)));
-                if let AppendOutcome::Buffered { detached } = self.rig.sink.append(r) {
-                    self.detached.extend(detached);
+                let outcome = self.rig.sink.append(r);
+                if matches!(outcome, AppendOutcome::Buffered { .. }) {
+                    self.detached.extend(crate::common::detached_parts(outcome));
                 }
             }
             Op::WriteAudit { fault } => self.write_audit(fault).await,

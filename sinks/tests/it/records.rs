@@ -6,9 +6,7 @@ use std::time::Duration;
 
 use ourios_recoverable::Drained;
 use ourios_sinks::testing::Fault;
-use ourios_sinks::{
-    AppendOutcome, LogRecord, PartitionKey, RecordId, RecordSinkConfig, Tenant, metrics,
-};
+use ourios_sinks::{LogRecord, PartitionKey, RecordId, RecordSinkConfig, Tenant, metrics};
 
 use crate::common::{
     HOUR, Rig, T0, block_on, block_on_metered, catch, created, ids_of, rec, sorted,
@@ -230,10 +228,9 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
     });
     let mut detached = Vec::new();
     for i in 0..3 {
-        match rig.sink.append(rec("a", 1, i, T0, 0)) {
-            AppendOutcome::Buffered { detached: d } => detached.extend(d),
-            other => panic!("{other:?}"),
-        }
+        detached.extend(crate::common::detached_parts(
+            rig.sink.append(rec("a", 1, i, T0, 0)),
+        ));
     }
     assert_eq!(detached.len(), 1);
     assert_eq!(
@@ -250,20 +247,20 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
     // With the terminal tenant's 3 records the buffer passes the ceiling (7) after 4 more, but
     // what can be published reaches it only at the 7th: nothing is detached before.
     for k in 0..6u32 {
-        let AppendOutcome::Buffered { detached } =
-            rig.sink.append(rec("b", 2, k, T0 + u64::from(k) * HOUR, 0))
-        else {
-            panic!("derivable")
-        };
+        let detached = crate::common::detached_parts(rig.sink.append(rec(
+            "b",
+            2,
+            k,
+            T0 + u64::from(k) * HOUR,
+            0,
+        )));
         assert!(
             detached.is_empty(),
             "append {k}: a terminal tenant's set-aside bytes do not count toward the ceiling"
         );
         assert!(!rig.sink.over_ceiling(), "append {k}: no push-back either");
     }
-    let AppendOutcome::Buffered { detached } = rig.sink.append(rec("c", 3, 0, T0, 0)) else {
-        panic!("derivable")
-    };
+    let detached = crate::common::detached_parts(rig.sink.append(rec("c", 3, 0, T0, 0)));
     assert_eq!(detached.len(), 7, "every non-terminal partition");
     assert!(
         !rig.sink.over_ceiling(),
