@@ -172,7 +172,7 @@ impl PublishCoordinator {
             verdict.worsen(&group.tenant, TenantVerdict::Durable);
         }
         for part in drained.records() {
-            verdict.worsen(&part.key.tenant, TenantVerdict::Durable);
+            verdict.worsen(&part.key().tenant, TenantVerdict::Durable);
         }
 
         // Test hook (compiled out unless `failpoints`): the point before the audit write.
@@ -199,7 +199,7 @@ impl PublishCoordinator {
         //    are retained.
         let records = &self.inner.records;
         drained.requeue_records_where(|p| {
-            retained.contains(&p.key.tenant) || records.is_terminal(&p.key.tenant)
+            retained.contains(&p.key().tenant) || records.is_terminal(&p.key().tenant)
         });
         for tenant in &retained {
             verdict.worsen(tenant, TenantVerdict::Requeued);
@@ -209,7 +209,7 @@ impl PublishCoordinator {
         //    `is_durable_through` (events of earlier drains may still be in flight: I3).
         let mut batch = drained.take_records_where(|_| true);
         let tenants: Vec<(usize, Tenant)> = (0..batch.len())
-            .filter_map(|i| batch.get(i).map(|p| (i, p.key.tenant.clone())))
+            .filter_map(|i| batch.get(i).map(|p| (i, p.key().tenant.clone())))
             .collect();
         let report = records.publish_owned(&mut batch).await;
         // A permanent record-put failure (a bucket policy denying the tenant's prefix, an

@@ -255,7 +255,7 @@ fn run(inner: Weak<Inner>, rx: Receiver<Detached>) {
             let mut item = item;
             // Taken before the publish: a requeued partition leaves the batch.
             let tenants: Vec<_> = (0..item.len())
-                .filter_map(|i| item.get(i).map(|p| p.key.tenant.clone()))
+                .filter_map(|i| item.get(i).map(|p| p.key().tenant.clone()))
                 .collect();
             let outcome = c.inner.runtime.block_on(c.publish_detached(&mut item));
             ::metrics::counter!(metrics::PUBLISHER_ITEMS, "outcome" => outcome_label(outcome))
@@ -294,7 +294,7 @@ impl PublishCoordinator {
                 !self
                     .inner
                     .audit
-                    .is_durable_through(&p.key.tenant, p.audit_watermark)
+                    .is_durable_through(&p.key().tenant, p.audit_watermark())
             })
         });
         if needs_audit {

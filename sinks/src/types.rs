@@ -262,32 +262,59 @@ impl fmt::Display for PartitionKey {
     }
 }
 
-/// A partition that left the record buffer: the unit of one put.
-#[derive(Debug, Clone)]
+/// A partition that left the record buffer: the unit of one put. Only the sink makes and
+/// changes one (its fields are the sink's; readers use the accessors), and it is never
+/// copied: each record is in one place at a time.
+#[derive(Debug)]
 pub struct Partition {
     /// Its key.
-    pub key: PartitionKey,
+    pub(crate) key: PartitionKey,
     /// Its records, oldest append first (requeued records ahead of newer ones).
-    pub records: Vec<LogRecord>,
+    pub(crate) records: Vec<LogRecord>,
     /// Estimated bytes of `records` (the sum of [`LogRecord::estimated_bytes`]).
-    pub bytes: usize,
+    pub(crate) bytes: usize,
     /// When its oldest record was appended.
-    pub oldest: Instant,
+    pub(crate) oldest: Instant,
     /// The maximum [`LogRecord::audit_watermark`] over `records`.
-    pub audit_watermark: u64,
+    pub(crate) audit_watermark: u64,
     /// While the partition is out of the sink's buffer (drained, detached, being published):
     /// the lowest record lsn it held when it left. The sink counts it in the tenant's
     /// [`unpublished_floor`](crate::SharedParquetSink::unpublished_floor) until the partition is
     /// settled (put returned Ok, or every record quarantined) or put back. Set and cleared by
     /// the sink only.
-    pub out_floor: Option<u64>,
+    pub(crate) out_floor: Option<u64>,
     /// Set by the sink when the partition is sealed (RFC 0058): the object key every put of it
     /// uses, its publish intent already durable. A sealed partition is never merged back into
     /// the open buffer; a requeue sends it to the sealed list.
-    pub sealed: Option<String>,
+    pub(crate) sealed: Option<String>,
 }
 
 impl Partition {
+    /// Its key.
+    pub fn key(&self) -> &PartitionKey {
+        &self.key
+    }
+
+    /// Its records, oldest append first (requeued records ahead of newer ones).
+    pub fn records(&self) -> &[LogRecord] {
+        &self.records
+    }
+
+    /// Estimated bytes of its records.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The highest audit watermark of its records: the audit events it waits for (I3).
+    pub fn audit_watermark(&self) -> u64 {
+        self.audit_watermark
+    }
+
+    /// The object key it is sealed under (RFC 0058), once sealed.
+    pub fn sealed(&self) -> Option<&str> {
+        self.sealed.as_deref()
+    }
+
     /// The ids of its records, in order.
     pub fn ids(&self) -> Vec<RecordId> {
         self.records.iter().map(|r| r.id).collect()

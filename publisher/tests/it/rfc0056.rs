@@ -63,7 +63,7 @@ fn assert_terminal_path(
             rig.coord.drain_all()
         };
         assert!(
-            d.records().iter().all(|p| p.key.tenant != bad_t),
+            d.records().iter().all(|p| p.key().tenant != bad_t),
             "a drain took the terminal tenant's partitions"
         );
         assert!(
@@ -200,7 +200,7 @@ fn permanent_record_put_failure_makes_the_tenant_terminal() {
         } else {
             rig.coord.drain_all()
         };
-        assert!(d.records().iter().all(|p| p.key.tenant != bad));
+        assert!(d.records().iter().all(|p| p.key().tenant != bad));
         let _ = rig.rt.block_on(rig.coord.write_ordered(&mut d));
     }
     assert_eq!(rig.store.put_attempts(), attempts, "nothing retried");
@@ -242,7 +242,7 @@ fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
         assert!(
             detached.is_empty(),
             "a trigger detached the terminal tenant: {:?}",
-            detached.iter().map(|p| &p.key).collect::<Vec<_>>()
+            detached.iter().map(|p| p.key()).collect::<Vec<_>>()
         );
     }
     let mut healthy = Vec::new();
@@ -256,11 +256,11 @@ fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
         !healthy.is_empty(),
         "the ceiling fires for the healthy tenant"
     );
-    assert!(healthy.iter().all(|p| p.key.tenant != bad));
+    assert!(healthy.iter().all(|p| p.key().tenant != bad));
     rig.records.requeue(healthy);
 
     let sweep = rig.coord.drain_aged(std::time::Duration::ZERO);
-    assert!(sweep.records().iter().all(|p| p.key.tenant != bad));
+    assert!(sweep.records().iter().all(|p| p.key().tenant != bad));
     drop(sweep);
     assert_eq!(
         rig.buffered("bad"),

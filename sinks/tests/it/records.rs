@@ -234,7 +234,7 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
     }
     assert_eq!(detached.len(), 1);
     assert_eq!(
-        detached[0].records.len(),
+        detached[0].records().len(),
         3,
         "includes the triggering record"
     );

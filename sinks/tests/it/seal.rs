@@ -57,12 +57,9 @@ fn a_sealed_unit_is_never_merged_and_keeps_its_key() {
             (0, 0),
             "both left the buffer with their accounting"
         );
-        assert_eq!(
-            slot[0].sealed.as_deref(),
-            Some(sealer.intents()[0].path.as_str())
-        );
+        assert_eq!(slot[0].sealed(), Some(sealer.intents()[0].path.as_str()));
         assert_eq!(sorted(slot[0].ids()), sorted(ids_of(&slot[..1])));
-        assert_eq!(slot[0].records.len(), 3);
+        assert_eq!(slot[0].records().len(), 3);
         let mut batch = rig.record_batch(slot);
         assert!(rig.sink.publish_owned(&mut batch).await.all_durable());
     });
