@@ -91,6 +91,18 @@ pub(crate) struct TenantState {
     pub(crate) snapshot_through: AtomicU64,
 }
 
+/// One tenant as a cut captured it (step 1), before the epoch advanced.
+#[derive(Debug)]
+struct Captured {
+    tenant: String,
+    /// Every frame of the tenant with lsn <= this was mined and submitted.
+    through: u64,
+    /// Its miner's snapshot, if it mined since the installed one and was not mid-frame.
+    snapshot: Option<Vec<u8>>,
+    /// The seq of its newest audit event: the snapshot is installed only once it is durable.
+    watermark: u64,
+}
+
 /// Everything the paths share. Cheap to clone behind an `Arc`.
 #[derive(Debug)]
 pub struct Core {
@@ -441,24 +453,8 @@ impl Core {
     /// then stamp each healthy tenant whose data is durable when `all_ok(E)`, clear the latch
     /// against the captured word, and truncate the WAL. Never skips because the latch is set.
     pub async fn run_cut(self: &Arc<Self>) -> CutReport {
-        // 0. Absorb the failures of publishes that settled before this cut (RFC 0054 §9.6). A
-        //    failed or panicked publish requeues its records before it settles, so they are
-        //    in the buffers before the capture below and this cut's own drain takes them: they
-        //    must not fail this cut, or a recovered panic would hold every frontier (and the
-        //    latch) for one extra period. The barrier hands each failure to the first verdict
-        //    whose epoch covers it, so a verdict taken now, before the capture, absorbs the
-        //    settled ones (waiting for publishes of earlier epochs still in flight); only a
-        //    publish that settles after the capture fails `all_ok(E)` below.
-        let settled = self.barrier.begin_cut();
-        let settled_epoch = settled.epoch();
-        let barrier = Arc::clone(&self.barrier);
-        tokio::task::spawn_blocking(move || {
-            let _ = barrier.quiesce_publishes(&settled);
-        })
-        .await
-        .expect("quiesce does not panic");
-        // The failures that verdict absorbed are not this cut's either (RFC 0059.15).
-        let _ = self.coordinator.failures().take_through(settled_epoch);
+        // 0. Absorb the failures of publishes that settled before this cut.
+        self.absorb_settled_failures().await;
 
         // 1. Capture, before the epoch advances: every frame <= mined_through was tagged with
         //    an epoch <= the one begin_cut returns. The snapshot is taken at the same point.
@@ -468,37 +464,7 @@ impl Core {
         //    Tenant by tenant, each under its own miner's lock (the tenants' map is only
         //    copied): a snapshot is encoded only for a tenant that mined since its installed
         //    one, and encoding it stops no other tenant.
-        let states: Vec<(String, Arc<TenantState>)> = lock(&self.tenants)
-            .iter()
-            .map(|(t, s)| (t.clone(), Arc::clone(s)))
-            .collect();
-        let captured: Vec<(String, u64, Option<Vec<u8>>, u64)> = states
-            .into_iter()
-            .map(|(t, s)| {
-                let miner = lock(&s.miner);
-                // `in_flight` first, Acquire: seen clear, it pairs with the Release that
-                // cleared it after `mined_through` moved, so the load below sees that frame
-                // (read the other way round, a frame ending between the loads would have its
-                // miner state claimed by an older lsn). No frame starts meanwhile: that needs
-                // the lock held here.
-                let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
-                let through = s.mined_through.load(Ordering::Acquire);
-                // Relaxed: only cuts (one at a time) read and write it.
-                let changed = through != s.snapshot_through.load(Ordering::Relaxed);
-                let snapshot = (!mid_frame && changed).then(|| {
-                    // Test hook (compiled out unless `failpoints`): a long encode.
-                    fail::fail_point!("node::cut::snapshot");
-                    ::metrics::counter!(metrics::SNAPSHOTS_ENCODED).increment(1);
-                    match miner.as_ref() {
-                        Some(m) => m.snapshot(),
-                        None => self.fresh_miner(&t).snapshot(),
-                    }
-                });
-                // Relaxed: written under the miner's lock, which is held here.
-                let watermark = s.watermark.load(Ordering::Relaxed);
-                (t, through, snapshot, watermark)
-            })
-            .collect();
+        let captured = self.capture();
         let cut = self.barrier.begin_cut();
         let epoch = cut.epoch();
         let barrier = Arc::clone(&self.barrier);
@@ -555,7 +521,13 @@ impl Core {
             ..Default::default()
         };
         let mut stamps: Vec<(TenantId, u64, Option<Vec<u8>>)> = Vec::new();
-        for (tenant, through, snapshot, watermark) in captured {
+        for Captured {
+            tenant,
+            through,
+            snapshot,
+            watermark,
+        } in captured
+        {
             let t = Tenant::new(&tenant);
             // The template events behind the snapshot, wherever they are (a sweep or the
             // publisher thread that began after this cut may hold them): not durable yet means
@@ -577,48 +549,7 @@ impl Core {
                 _ => report.not_stamped.push(tenant),
             }
         }
-        if !stamps.is_empty() {
-            let wal = Arc::clone(&self.wal);
-            let outcomes = tokio::task::spawn_blocking(move || {
-                let s: Vec<Stamp<'_>> = stamps
-                    .iter()
-                    .map(|(t, x, snap)| Stamp {
-                        tenant: t,
-                        frontier: Lsn(*x),
-                        snapshot: snap.as_deref(),
-                    })
-                    .collect();
-                wal.stamp(&s)
-            })
-            .await
-            .expect("stamp does not panic");
-            match outcomes {
-                Ok(outcomes) => {
-                    for o in outcomes {
-                        match o.snapshot {
-                            ourios_wal::SnapshotOutcome::Installed { lsn: at }
-                            | ourios_wal::SnapshotOutcome::Stale { current: at } => {
-                                // Relaxed: only cuts read and write it.
-                                self.tenant(o.tenant.as_str())
-                                    .snapshot_through
-                                    .store(at.0, Ordering::Relaxed);
-                            }
-                            _ => {}
-                        }
-                        let to = match o.frontier {
-                            ourios_wal::FrontierOutcome::Advanced { to, .. } => to.0,
-                            ourios_wal::FrontierOutcome::Held { to, .. } => to.0,
-                            ourios_wal::FrontierOutcome::Unchanged { current } => current.0,
-                        };
-                        report.stamped.insert(o.tenant.as_str().to_owned(), to);
-                    }
-                }
-                Err(e) => {
-                    ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp").increment(1);
-                    tracing::error!(epoch, error = %crate::server::said(&e), "stamping the cut's frontiers failed");
-                }
-            }
-        }
+        self.stamp_frontiers(epoch, stamps, &mut report).await;
 
         // 3b. Move the intent horizon past every intent whose records are now all at or below
         //     their tenants' frontiers (RFC 0058), after those frontiers are durable.
@@ -654,6 +585,127 @@ impl Core {
         }
         drop(cut);
         report
+    }
+
+    /// Step 0 of a cut: absorb the failures of publishes that settled before it (RFC 0054
+    /// §9.6). A failed or panicked publish requeues its records before it settles, so they are
+    /// in the buffers before the capture and the cut's own drain takes them: they must not fail
+    /// the cut, or a recovered panic would hold every frontier (and the latch) for one extra
+    /// period. The barrier hands each failure to the first verdict whose epoch covers it, so a
+    /// verdict taken now, before the capture, absorbs the settled ones (waiting for publishes of
+    /// earlier epochs still in flight); only a publish that settles after the capture fails the
+    /// cut's `all_ok(E)`.
+    ///
+    /// (It takes a verdict of its own, so a cut advances the epoch twice; a barrier operation
+    /// that hands over the settled failures without a cut would save one.)
+    async fn absorb_settled_failures(&self) {
+        let settled = self.barrier.begin_cut();
+        let settled_epoch = settled.epoch();
+        let barrier = Arc::clone(&self.barrier);
+        tokio::task::spawn_blocking(move || {
+            let _ = barrier.quiesce_publishes(&settled);
+        })
+        .await
+        .expect("quiesce does not panic");
+        // The failures that verdict absorbed are not this cut's either (RFC 0059.15).
+        let _ = self.coordinator.failures().take_through(settled_epoch);
+    }
+
+    /// Step 1 of a cut: each tenant's `mined_through`, a snapshot of its miner if it mined
+    /// since its installed one (and is not mid-frame), and its audit watermark, tenant by
+    /// tenant under that tenant's miner lock (the tenants' map is only copied).
+    fn capture(&self) -> Vec<Captured> {
+        let states: Vec<(String, Arc<TenantState>)> = lock(&self.tenants)
+            .iter()
+            .map(|(t, s)| (t.clone(), Arc::clone(s)))
+            .collect();
+        states
+            .into_iter()
+            .map(|(t, s)| {
+                let miner = lock(&s.miner);
+                // `in_flight` first, Acquire: seen clear, it pairs with the Release that
+                // cleared it after `mined_through` moved, so the load below sees that frame
+                // (read the other way round, a frame ending between the loads would have its
+                // miner state claimed by an older lsn). No frame starts meanwhile: that needs
+                // the lock held here.
+                let mid_frame = s.in_flight.load(Ordering::Acquire) != 0;
+                let through = s.mined_through.load(Ordering::Acquire);
+                // Relaxed: only cuts (one at a time) read and write it.
+                let changed = through != s.snapshot_through.load(Ordering::Relaxed);
+                let snapshot = (!mid_frame && changed).then(|| {
+                    // Test hook (compiled out unless `failpoints`): a long encode.
+                    fail::fail_point!("node::cut::snapshot");
+                    ::metrics::counter!(metrics::SNAPSHOTS_ENCODED).increment(1);
+                    match miner.as_ref() {
+                        Some(m) => m.snapshot(),
+                        None => self.fresh_miner(&t).snapshot(),
+                    }
+                });
+                // Relaxed: written under the miner's lock, which is held here.
+                let watermark = s.watermark.load(Ordering::Relaxed);
+                Captured {
+                    tenant: t,
+                    through,
+                    snapshot,
+                    watermark,
+                }
+            })
+            .collect()
+    }
+
+    /// Step 3 of a cut: stamps `stamps` (frontier and snapshot per tenant) in one WAL call
+    /// and records in `report` where each frontier now stands; a failed stamp stamps nothing
+    /// and is counted.
+    async fn stamp_frontiers(
+        &self,
+        epoch: u32,
+        stamps: Vec<(TenantId, u64, Option<Vec<u8>>)>,
+        report: &mut CutReport,
+    ) {
+        if stamps.is_empty() {
+            return;
+        }
+        let wal = Arc::clone(&self.wal);
+        let outcomes = tokio::task::spawn_blocking(move || {
+            let s: Vec<Stamp<'_>> = stamps
+                .iter()
+                .map(|(t, x, snap)| Stamp {
+                    tenant: t,
+                    frontier: Lsn(*x),
+                    snapshot: snap.as_deref(),
+                })
+                .collect();
+            wal.stamp(&s)
+        })
+        .await
+        .expect("stamp does not panic");
+        match outcomes {
+            Ok(outcomes) => {
+                for o in outcomes {
+                    match o.snapshot {
+                        ourios_wal::SnapshotOutcome::Installed { lsn: at }
+                        | ourios_wal::SnapshotOutcome::Stale { current: at } => {
+                            // Relaxed: only cuts read and write it.
+                            self.tenant(o.tenant.as_str())
+                                .snapshot_through
+                                .store(at.0, Ordering::Relaxed);
+                        }
+                        _ => {}
+                    }
+                    let to = match o.frontier {
+                        ourios_wal::FrontierOutcome::Advanced { to, .. } => to.0,
+                        ourios_wal::FrontierOutcome::Held { to, .. } => to.0,
+                        ourios_wal::FrontierOutcome::Unchanged { current } => current.0,
+                    };
+                    report.stamped.insert(o.tenant.as_str().to_owned(), to);
+                }
+            }
+            Err(e) => {
+                ::metrics::counter!(ourios_sinks::metrics::FLUSH_ERRORS, "error.type" => "stamp")
+                    .increment(1);
+                tracing::error!(epoch, error = %crate::server::said(&e), "stamping the cut's frontiers failed");
+            }
+        }
     }
 
     /// Stamps the intent tenant's frontier (and an empty snapshot at the same lsn, so
