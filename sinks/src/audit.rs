@@ -3,12 +3,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
-use object_store::{ObjectStore, ObjectStoreExt};
+use object_store::ObjectStore;
 use ourios_recoverable::{RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
 
 use crate::encode::encode_audit;
 use crate::metrics;
-use crate::store::{ErrorClass, classify, object_path, unique_name};
+use crate::store::{ErrorClass, object_path, unique_name};
 use crate::sync::{Arc, Mutex, lock};
 use crate::terminal::TerminalSet;
 use crate::types::{Day, DeriveError, RecordId, Tenant, check_nanos};
@@ -508,35 +508,26 @@ impl SharedParquetAuditSink {
                     name.as_str(),
                 ],
             );
-            let len = bytes.len();
             // A panic here is a panic inside the audit write with this group InFlight.
             fail::fail_point!("sinks::audit::before_put");
-            match self.inner.store.put(&path, bytes.into()).await {
+            match crate::store::put(self.inner.store.as_ref(), &path, bytes, false, "audit").await {
                 Ok(_) => {
                     let group = batch.settle(lease, Settlement::Durable);
                     self.mark_durable(&tenant, &group.seqs());
-                    ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "audit").increment(1);
-                    ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => "audit")
-                        .increment(len as u64);
                     out.record(tenant, TenantAudit::Durable);
                 }
-                Err(e) => {
-                    let class = classify(&e);
-                    ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => class.error_type(), "consumer" => "audit")
-                        .increment(1);
-                    match class {
-                        ErrorClass::Transient => {
-                            batch.requeue(lease);
-                            out.record(tenant, TenantAudit::Retained);
-                        }
-                        ErrorClass::Permanent => {
-                            let reason = format!("audit put {path} failed permanently: {e}");
-                            self.mark_failed(&tenant, &reason);
-                            let _ = batch.settle(lease, Settlement::Dropped);
-                            out.record(tenant, TenantAudit::PermanentlyFailed { reason });
-                        }
+                Err((class, e)) => match class {
+                    ErrorClass::Transient => {
+                        batch.requeue(lease);
+                        out.record(tenant, TenantAudit::Retained);
                     }
-                }
+                    ErrorClass::Permanent => {
+                        let reason = format!("audit put {path} failed permanently: {e}");
+                        self.mark_failed(&tenant, &reason);
+                        let _ = batch.settle(lease, Settlement::Dropped);
+                        out.record(tenant, TenantAudit::PermanentlyFailed { reason });
+                    }
+                },
             }
         }
         out
@@ -545,19 +536,7 @@ impl SharedParquetAuditSink {
 
 impl RequeueTarget<AuditGroup> for SharedParquetAuditSink {
     fn requeue(&self, items: Vec<AuditGroup>, cause: RequeueCause) {
-        let n = items.len() as u64;
-        match cause {
-            RequeueCause::Refused => {
-                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "audit", "cause" => "refused")
-                    .increment(n);
-            }
-            RequeueCause::Unwound { ambiguous } => {
-                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "audit", "cause" => "unwound")
-                    .increment(n);
-                ::metrics::counter!(metrics::SINK_AMBIGUOUS_PUTS, "consumer" => "audit")
-                    .increment(ambiguous as u64);
-            }
-        }
+        metrics::count_requeue("audit", items.len(), cause);
         self.requeue_ahead(items);
     }
 }

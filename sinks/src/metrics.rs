@@ -53,3 +53,24 @@ pub const AUDIT_BUFFERED_EVENTS: &str = "ourios.audit.buffered_events";
 pub const AUDIT_OUTSTANDING_EVENTS: &str = "ourios.audit.outstanding_events";
 /// Gauge: 1 for each terminal (set-aside) tenant, label `tenant`.
 pub const TENANT_TERMINAL: &str = "ourios.tenant.terminal";
+
+/// Counts a requeue of `n` items under `consumer` (`records`, `audit`) by its cause, and the
+/// ambiguous puts an unwind reports.
+pub(crate) fn count_requeue(
+    consumer: &'static str,
+    n: usize,
+    cause: ourios_recoverable::RequeueCause,
+) {
+    match cause {
+        ourios_recoverable::RequeueCause::Refused => {
+            ::metrics::counter!(SINK_REQUEUES, "consumer" => consumer, "cause" => "refused")
+                .increment(n as u64);
+        }
+        ourios_recoverable::RequeueCause::Unwound { ambiguous } => {
+            ::metrics::counter!(SINK_REQUEUES, "consumer" => consumer, "cause" => "unwound")
+                .increment(n as u64);
+            ::metrics::counter!(SINK_AMBIGUOUS_PUTS, "consumer" => consumer)
+                .increment(ambiguous as u64);
+        }
+    }
+}

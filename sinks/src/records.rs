@@ -5,15 +5,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use object_store::ObjectStore;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use ourios_recoverable::{ItemState, RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
 
 use crate::audit::{AuditEvent, AuditKind, SharedParquetAuditSink};
 use crate::encode::{EncodeError, encode_records, find_poisoned};
 use crate::metrics;
 use crate::seal::{Intent, Sealer, ranges_of, sealed_name};
-use crate::store::{ErrorClass, classify, object_path, unique_name};
+use crate::store::{ErrorClass, object_path, unique_name};
 use crate::sync::{Arc, AtomicBool, Mutex, Ordering, lock};
 use crate::types::{DeriveError, LogRecord, Partition, PartitionKey, RecordId, Tenant};
 

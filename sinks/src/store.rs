@@ -5,9 +5,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use object_store::memory::InMemory;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreScheme};
+use object_store::{ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode, PutOptions};
 
 use crate::local::DurableLocalStore;
+use crate::metrics;
 
 use crate::sync::{Arc, AtomicU64, OnceLock, Ordering};
 
@@ -227,6 +228,60 @@ pub fn classify(error: &object_store::Error) -> ErrorClass {
             ErrorClass::Transient
         }
         _ => ErrorClass::Transient,
+    }
+}
+
+/// How a put that succeeded ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// This call stored the object.
+    Stored,
+    /// A create-only put found the key taken and the store confirms the object: an earlier
+    /// attempt at the same unit stored it.
+    AlreadyThere,
+}
+
+/// The one put both sinks make: `bytes` at `path`, create-only when `create_only` (then an
+/// `AlreadyExists` counts as [`Put::AlreadyThere`] once a `head` confirms the object: on S3 a
+/// conflict can mean a put still in progress, and the local store synced it before
+/// answering). Counts a stored put and its bytes, or the failure by class, under `consumer`.
+pub(crate) async fn put(
+    store: &dyn ObjectStore,
+    path: &Path,
+    bytes: Vec<u8>,
+    create_only: bool,
+    consumer: &'static str,
+) -> Result<Put, (ErrorClass, object_store::Error)> {
+    let len = bytes.len() as u64;
+    let opts = PutOptions {
+        mode: if create_only {
+            PutMode::Create
+        } else {
+            PutMode::Overwrite
+        },
+        ..PutOptions::default()
+    };
+    let done = match store.put_opts(path, bytes.into(), opts).await {
+        Ok(_) => Ok(Put::Stored),
+        Err(object_store::Error::AlreadyExists { .. }) if create_only => {
+            store.head(path).await.map(|_| Put::AlreadyThere)
+        }
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(put) => {
+            if put == Put::Stored {
+                ::metrics::counter!(metrics::SINK_PUTS, "consumer" => consumer).increment(1);
+                ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => consumer).increment(len);
+            }
+            Ok(put)
+        }
+        Err(e) => {
+            let class = classify(&e);
+            ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => class.error_type(), "consumer" => consumer)
+                .increment(1);
+            Err((class, e))
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! Publishing: sealing a unit, its create-only put, and what each outcome does to it.
 
 use super::*;
+use crate::store::Put;
 
 impl SharedParquetSink {
     /// A partition taken out of a batch as settled: its records are durable (or held in
@@ -161,51 +162,34 @@ impl SharedParquetSink {
                 },
                 (None, None) => (self.unique_path(batch.item(&lease)), false),
             };
-            let len = bytes.len();
             // A panic here is a panic inside the record publish with this partition InFlight.
             fail::fail_point!("sinks::publish::before_put");
-            let put = if create_only {
-                let opts = PutOptions {
-                    mode: PutMode::Create,
-                    ..PutOptions::default()
-                };
-                self.inner.store.put_opts(&path, bytes.into(), opts).await
-            } else {
-                self.inner.store.put(&path, bytes.into()).await
-            };
-            let landed_before = match put {
-                Ok(_) => Ok(false),
-                // The key is taken: only an earlier attempt at this very unit can have taken it.
-                // Settle only once the store confirms the object (on S3 a conflict can mean a
-                // put still in progress; the local store synced it before answering).
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    self.inner.store.head(&path).await.map(|_| true)
-                }
-                Err(e) => Err(e),
-            };
-            match landed_before {
-                Ok(landed_before) => {
+            // Create-only for a sealed unit: the key is taken only by an earlier attempt at this
+            // very unit.
+            let put = crate::store::put(
+                self.inner.store.as_ref(),
+                &path,
+                bytes,
+                create_only,
+                "records",
+            )
+            .await;
+            match put {
+                Ok(put) => {
                     let p = batch.settle(lease, Settlement::Durable);
                     self.settled(&p);
                     report.durable += 1;
                     report.durable_records += p.records.len();
-                    if landed_before {
+                    if put == Put::AlreadyThere {
                         report.already_present += p.records.len();
                         ::metrics::counter!(metrics::SINK_ALREADY_PRESENT)
                             .increment(p.records.len() as u64);
                     } else {
-                        ::metrics::counter!(metrics::SINK_PUTS, "consumer" => "records")
-                            .increment(1);
-                        ::metrics::counter!(metrics::SINK_PUT_BYTES, "consumer" => "records")
-                            .increment(len as u64);
                         ::metrics::counter!(metrics::SINK_RECORDS_PUBLISHED)
                             .increment(p.records.len() as u64);
                     }
                 }
-                Err(e) => {
-                    let class = classify(&e);
-                    ::metrics::counter!(metrics::FLUSH_ERRORS, "error.type" => class.error_type(), "consumer" => "records")
-                        .increment(1);
+                Err((class, e)) => {
                     let key = batch.item(&lease).key.clone();
                     batch.requeue(lease);
                     report.requeued += 1;
@@ -245,19 +229,7 @@ fn take_poisoned(
 
 impl RequeueTarget<Partition> for SharedParquetSink {
     fn requeue(&self, items: Vec<Partition>, cause: RequeueCause) {
-        let n = items.len() as u64;
-        match cause {
-            RequeueCause::Refused => {
-                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "records", "cause" => "refused")
-                    .increment(n);
-            }
-            RequeueCause::Unwound { ambiguous } => {
-                ::metrics::counter!(metrics::SINK_REQUEUES, "consumer" => "records", "cause" => "unwound")
-                    .increment(n);
-                ::metrics::counter!(metrics::SINK_AMBIGUOUS_PUTS, "consumer" => "records")
-                    .increment(ambiguous as u64);
-            }
-        }
+        metrics::count_requeue("records", items.len(), cause);
         SharedParquetSink::requeue(self, items);
     }
 }
