@@ -361,18 +361,37 @@ impl Node {
 /// snapshot of a miner that is behind its frontier.
 fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<Recovery> {
     let mut recovery = Recovery::default();
-    let runtime = tokio::runtime::Handle::current();
-    let mut regenerating: Vec<Arc<crate::core::TenantState>> = Vec::new();
     let intent_tenant = intents::intent_tenant();
     // Only the first recovery by this release of a WAL an earlier release wrote can replay
     // records that were put without an intent.
     let mut any_intent =
         !upgrading || core.wal.marks(&intent_tenant) != ourios_wal::Marks::default();
-    // Pass 1 (RFC 0058): every intent above the horizon, before anything is mined, tells the
-    // sink which replayed records rebuild which sealed unit and which are in the store already.
+    // Pass 1 (RFC 0058): the publish intents, before anything is mined.
+    any_intent |= read_intents(core, &intent_tenant, &mut recovery)?;
+    // Each tenant's marks and snapshot.
+    let regenerating = restore_tenants(core, &intent_tenant)?;
+    // Pass 2: every frame, mined or re-mined for state, with cuts on the way.
+    replay_frames(core, &intent_tenant, cut_every, any_intent, &mut recovery)?;
+    for state in regenerating {
+        // Release: pairs with the capture's Acquire; regeneration is over for every tenant
+        // (nothing else mines yet: the server starts after recovery).
+        state.in_flight.store(0, Ordering::Release);
+    }
+    Ok(recovery)
+}
+
+/// Recovery's pass 1 (RFC 0058): every intent above the horizon, before anything is mined,
+/// tells the sink which replayed records rebuild which sealed unit and which are in the store
+/// already. Returns whether the WAL holds any intent.
+fn read_intents(
+    core: &Arc<Core>,
+    intent_tenant: &TenantId,
+    recovery: &mut Recovery,
+) -> anyhow::Result<bool> {
+    let mut any_intent = false;
     for frame in core.wal.replay() {
         let frame = frame.context("reading the WAL's publish intents")?;
-        if frame.tenant != intent_tenant {
+        if frame.tenant != *intent_tenant {
             continue;
         }
         any_intent = true;
@@ -399,8 +418,20 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
         .increment(recovery.intents_landed);
     ::metrics::counter!(metrics::RECOVERY_INTENTS, "outcome" => "resealed")
         .increment(recovery.intents_resealed);
+    Ok(any_intent)
+}
+
+/// Each tenant's marks and installed snapshot: `mined_through` from its marks, its miner
+/// restored from the snapshot (a snapshot that does not restore is a cache miss: the tenant's
+/// frames are re-mined). Returns the tenants whose frames below the frontier are re-mined for
+/// state (held `in_flight` until replay ends, so no cut snapshots a lagging miner).
+fn restore_tenants(
+    core: &Arc<Core>,
+    intent_tenant: &TenantId,
+) -> anyhow::Result<Vec<Arc<crate::core::TenantState>>> {
+    let mut regenerating = Vec::new();
     for (tenant, marks) in core.wal.all_marks() {
-        if tenant == intent_tenant {
+        if tenant == *intent_tenant {
             continue;
         }
         let state = core.tenant(tenant.as_str());
@@ -440,6 +471,20 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             }
         }
     }
+    Ok(regenerating)
+}
+
+/// Recovery's pass 2: every frame in WAL order, skipped, re-mined for state, or mined and
+/// published (records an intent names go to their sealed unit), with a cut every `cut_every`
+/// bytes replayed so a crash loop still advances.
+fn replay_frames(
+    core: &Arc<Core>,
+    intent_tenant: &TenantId,
+    cut_every: u64,
+    any_intent: bool,
+    recovery: &mut Recovery,
+) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Handle::current();
     let mut since_cut = 0u64;
     for frame in core.wal.replay() {
         let frame = frame.context("replaying the WAL")?;
@@ -453,7 +498,7 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             ::metrics::counter!(metrics::RECOVERY_CUTS).increment(1);
             since_cut = 0;
         }
-        if frame.tenant == intent_tenant {
+        if frame.tenant == *intent_tenant {
             continue; // read by pass 1
         }
         since_cut += frame.payload().len() as u64;
@@ -511,10 +556,5 @@ fn recover(core: &Arc<Core>, cut_every: u64, upgrading: bool) -> anyhow::Result<
             }
         }
     }
-    for state in regenerating {
-        // Release: pairs with the capture's Acquire; regeneration is over for every tenant
-        // (nothing else mines yet: the server starts after recovery).
-        state.in_flight.store(0, Ordering::Release);
-    }
-    Ok(recovery)
+    Ok(())
 }
