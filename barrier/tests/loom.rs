@@ -39,9 +39,9 @@ impl Drop for Requeue {
 /// already contained it (and the clear may erase it, having drained it), or the clear fails
 /// (or runs before the report), and the latch still holds epoch 1 at the end. Two separate
 /// atomics would miss this: the epoch half does not change.
-/// Mutation check: make `clear` compare the epoch half only (CAS from the current word when
-/// its epoch equals the captured epoch), or store CLEAR unconditionally, and loom finds the
-/// interleaving where the report is erased.
+/// Reasoned mutation (not run as a mutant): make `clear` compare the epoch half only (CAS from the
+/// current word when its epoch equals the captured epoch), or store CLEAR unconditionally, and loom
+/// finds the interleaving where the report is erased.
 #[test]
 fn loom_latch_same_epoch_report_survives_clear() {
     loom::model(|| {
@@ -73,8 +73,8 @@ fn loom_latch_same_epoch_report_survives_clear() {
 
 /// C.5: a lower-epoch report between capture and clear survives the same way, with the epoch
 /// half lowered to the reported epoch.
-/// Mutation check: make `clear` store CLEAR unconditionally and loom finds the interleaving
-/// where epoch 3 is erased without being captured.
+/// Reasoned mutation (not run as a mutant): make `clear` store CLEAR unconditionally and loom finds
+/// the interleaving where epoch 3 is erased without being captured.
 #[test]
 fn loom_latch_lower_epoch_report_survives_clear() {
     loom::model(|| {
@@ -102,8 +102,8 @@ fn loom_latch_lower_epoch_report_survives_clear() {
 /// C.5: two concurrent reports (epochs 4 and 2) leave the minimum epoch and generation + 2,
 /// and a concurrent capture only ever sees a coherent pair that some prefix of the reports
 /// produced.
-/// Mutation check: split `report` into a load and a plain store (no CAS loop) and loom finds
-/// the lost update (generation 1).
+/// Reasoned mutation (not run as a mutant): split `report` into a load and a plain store (no CAS
+/// loop) and loom finds the lost update (generation 1).
 #[test]
 fn loom_latch_two_reports_min_epoch_generation_plus_two() {
     loom::model(|| {
@@ -135,9 +135,9 @@ fn loom_latch_two_reports_min_epoch_generation_plus_two() {
 /// M.4: a batch guard dropped by a panic on a worker thread, concurrently with a cut's begin
 /// and quiesce on another: whenever `quiesce_encodes` returns, the batch's requeue (a Relaxed
 /// store) and its latch report are visible to the cut.
-/// Mutation check: move the report after `exit_encode` in `BatchGuard::drop`, or weaken either
-/// the fast-path exit's `Release` or the cut's advance's `Acquire` to `Relaxed`, and loom finds
-/// a run where the cut sees no report or no requeue.
+/// Reasoned mutation (not run as a mutant): move the report after `exit_encode` in
+/// `BatchGuard::drop`, or weaken either the fast-path exit's `Release` or the cut's advance's
+/// `Acquire` to `Relaxed`, and loom finds a run where the cut sees no report or no requeue.
 #[test]
 fn loom_guard_requeue_and_report_visible_after_quiesce() {
     loom::model(|| {
@@ -164,8 +164,8 @@ fn loom_guard_requeue_and_report_visible_after_quiesce() {
 /// threads and the encode end (the batch guard's drop) on a third: `quiesce_publishes`
 /// returns (it would deadlock if nothing settled), exactly one publish settled, with the
 /// worst outcome, and nothing was decremented twice.
-/// Mutation check: settle without taking the guard out of its `Option` (every step that sees
-/// the count at zero settles) and loom finds the run where two steps settle
+/// Reasoned mutation (not run as a mutant): settle without taking the guard out of its `Option`
+/// (every step that sees the count at zero settles) and loom finds the run where two steps settle
 /// (`publishes_settled == 2`).
 #[test]
 fn loom_shared_completion_settles_once() {
@@ -194,9 +194,9 @@ fn loom_shared_completion_settles_once() {
 /// RFC0052.epoch-split and RFC0052.quiesce under concurrency: a batch entering while a cut
 /// begins is tagged E or E+1, never anything else, and if it was tagged E, `quiesce_encodes`
 /// does not return before it ended.
-/// Mutation check: read the epoch with one load and count with a separate `fetch_add` in
-/// `enter_encode` (tag and count not one RMW) and loom finds a batch tagged E that quiesce
-/// did not wait for.
+/// Reasoned mutation (not run as a mutant): read the epoch with one load and count with a separate
+/// `fetch_add` in `enter_encode` (tag and count not one RMW) and loom finds a batch tagged E that
+/// quiesce did not wait for.
 #[test]
 fn loom_encode_tag_and_cut_are_ordered() {
     loom::model(|| {
@@ -231,8 +231,9 @@ fn loom_encode_tag_and_cut_are_ordered() {
 /// `u32::MAX - 1` (it entered before the cut, and then quiesce waited for it) or 0 (it waited
 /// at the gate until the reset), never anything else; after `quiesce_publishes` the epoch is 0,
 /// exactly one reset ran and the books balance.
-/// Mutation check: let `enter_encode`'s fast path ignore the gate bit and loom finds a newcomer
-/// tagged `u32::MAX - 1` that the resetting cut never waited for (or an accounting error).
+/// Reasoned mutation (not run as a mutant): let `enter_encode`'s fast path ignore the gate bit and
+/// loom finds a newcomer tagged `u32::MAX - 1` that the resetting cut never waited for (or an
+/// accounting error).
 #[test]
 fn loom_epoch_reset_gate_orders_new_work_after_the_reset() {
     loom::model(|| {

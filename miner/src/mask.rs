@@ -497,7 +497,7 @@ mod tests {
     }
 
     /// Proves each class recognises its canonical forms as whole values.
-    /// Mutation check: make `is_uuid` return false and the UUID row fails.
+    /// Reasoned mutation (not run as a mutant): make `is_uuid` return false and the UUID row fails.
     #[test]
     fn mask_classify_whole_values() {
         let cases = [
@@ -532,7 +532,8 @@ mod tests {
     }
 
     /// Proves ordinary words and near-misses stay literal, so they can key the prefix tree.
-    /// Mutation check: drop the `any(is_ascii_digit)` requirement in `is_hex` and "facade" fails.
+    /// Reasoned mutation (not run as a mutant): drop the `any(is_ascii_digit)` requirement in
+    /// `is_hex` and "facade" fails.
     #[test]
     fn mask_classify_rejects_words_and_near_misses() {
         for value in [
@@ -560,7 +561,8 @@ mod tests {
     }
 
     /// Proves masking inside tokens: key=value, host:port, units, brackets, trailing dots.
-    /// Mutation check: remove the `split on ':'` branch of `mask_run` and the host:port row fails.
+    /// Reasoned mutation (not run as a mutant): remove the `split on ':'` branch of `mask_run` and
+    /// the host:port row fails.
     #[test]
     fn mask_token_pieces_inside_tokens() {
         let cases = [
@@ -586,7 +588,8 @@ mod tests {
     }
 
     /// Proves a token with no digit, `/` or `:` never allocates pieces (the fast path).
-    /// Mutation check: return `true` unconditionally from the fast path and this fails.
+    /// Reasoned mutation (not run as a mutant): return `true` unconditionally from the fast path
+    /// and this fails.
     #[test]
     fn mask_fast_path_leaves_words_alone() {
         let mut pieces = Vec::new();
@@ -597,7 +600,8 @@ mod tests {
     }
 
     /// Proves every placeholder name maps back to its kind (the template parser relies on it).
-    /// Mutation check: change the slice bounds in `from_placeholder_name` and this fails.
+    /// Reasoned mutation (not run as a mutant): change the slice bounds in `from_placeholder_name`
+    /// and this fails.
     #[test]
     fn mask_placeholder_names_round_trip() {
         for kind in MaskKind::ALL {

@@ -126,8 +126,8 @@ mod tests {
 
     /// Proves the split keeps every separator byte, including leading, trailing and Unicode
     /// whitespace, and an empty or all-blank line.
-    /// Mutation check: push `line.len()..line.len()` instead of `sep_start..line.len()` for a
-    /// trailing separator and the " a \t" row fails.
+    /// Reasoned mutation (not run as a mutant): push `line.len()..line.len()` instead of
+    /// `sep_start..line.len()` for a trailing separator and the " a \t" row fails.
     #[test]
     fn tokenize_keeps_separators() {
         let cases: [(&str, &[&str], &[&str]); 6] = [

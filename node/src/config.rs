@@ -372,7 +372,8 @@ mod tests {
     use super::*;
 
     /// With nothing given, the embedded defaults apply and validate.
-    /// Mutation check: change the default listen port and the assertion fails.
+    /// Reasoned mutation (not run as a mutant): change the default listen port and the assertion
+    /// fails.
     #[test]
     fn config_defaults_are_valid() {
         let cfg = Config::resolve(&ServeArgs::default()).unwrap();
@@ -387,7 +388,8 @@ mod tests {
 
     /// A flag beats the file; the file beats the default; a bad or unknown field is refused
     /// naming the field.
-    /// Mutation check: swap `args.sweep_secs.or(file.sweep_secs)` operands and the flag loses.
+    /// Reasoned mutation (not run as a mutant): swap `args.sweep_secs.or(file.sweep_secs)` operands
+    /// and the flag loses.
     #[test]
     fn config_precedence_and_named_errors() {
         let dir = tempfile::tempdir().unwrap();

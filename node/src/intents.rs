@@ -215,9 +215,9 @@ mod tests {
         /// an lsn at or below it (recovery would skip such an intent while its unit may need
         /// it). The horizon never moves down.
         ///
-        /// Mutation check: in `Live::horizon`, take `max` instead of `min` with the pending
-        /// bound (or ignore `pending`): an intent whose append began
-        /// before a horizon is taken and ends after it lands at or below that horizon.
+        /// Reasoned mutation (not run as a mutant): in `Live::horizon`, take `max` instead of `min`
+        /// with the pending bound (or ignore `pending`): an intent whose append began before a
+        /// horizon is taken and ends after it lands at or below that horizon.
         #[test]
         fn the_horizon_never_passes_a_live_or_pending_intent(ops in proptest::collection::vec(op(), 1..60)) {
             let mut live = Live::default();

@@ -430,7 +430,8 @@ mod tests {
     }
 
     /// gzip'd protobuf decodes to the same request and canonical bytes as plain protobuf.
-    /// Mutation check: drop the gzip arm and the encoded body is refused as protobuf.
+    /// Reasoned mutation (not run as a mutant): drop the gzip arm and the encoded body is refused
+    /// as protobuf.
     #[test]
     fn gzip_protobuf_round_trips() {
         use std::io::Write;
@@ -452,7 +453,8 @@ mod tests {
     }
 
     /// OTLP/JSON (hex ids, string int64) decodes and is re-encoded as canonical protobuf.
-    /// Mutation check: return the JSON bytes as canonical and `decode_frame` fails.
+    /// Reasoned mutation (not run as a mutant): return the JSON bytes as canonical and
+    /// `decode_frame` fails.
     #[test]
     fn json_is_canonicalised_to_protobuf() {
         let json = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":"1700000000000000000","body":{"stringValue":"hello 42"},"traceId":"0102030405060708090a0b0c0d0e0f10"}]}]}]}"#;
@@ -532,7 +534,8 @@ mod tests {
 
     /// Bad bodies, oversize bodies, empty requests and unknown content types are refused with
     /// errors that say what was wrong.
-    /// Mutation check: remove the `TooLarge` check and the oversize body decodes.
+    /// Reasoned mutation (not run as a mutant): remove the `TooLarge` check and the oversize body
+    /// decodes.
     #[test]
     fn bad_input_is_refused_with_a_clear_error() {
         assert!(matches!(

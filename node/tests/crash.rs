@@ -299,15 +299,15 @@ fn count_files(dir: &Path) -> usize {
 /// audit series; a record whose key has no definition in the store breaks I3, and a key naming
 /// two texts is a conflict.
 ///
-/// Mutation check for exactly once: in `recover` (lib.rs), skip pass 1 (`continue` on every
-/// intent frame) and the units that landed before a kill are published again under new keys:
-/// the final assertion reports duplicated lines.
+/// Reasoned mutation (not run as a mutant), for exactly once: in `read_intents` (lib.rs), skip pass
+/// 1 (`continue` on every intent frame) and the units that landed before a kill are published again
+/// under new keys: the final assertion reports duplicated lines.
 ///
-/// Mutation check: in `recover` (lib.rs), treat `ReplayMode::Normal` frames like `Skipped`
-/// (`continue` before decoding): lines acked and buffered but not yet published at a kill are
-/// then never re-mined, and the final assertion lists them as missing. Likewise, acknowledge
-/// before the WAL append in core.rs `ingest` (spawn the append and return `Ok` at once) and
-/// lines acked just before a kill are missing.
+/// Reasoned mutation (not run as a mutant): in `replay_frames` (lib.rs), treat `ReplayMode::Normal`
+/// frames like `Skipped` (`continue` before decoding): lines acked and buffered but not yet
+/// published at a kill are then never re-mined, and the final assertion lists them as missing.
+/// Likewise, acknowledge before the WAL append in core.rs `ingest` (spawn the append and return
+/// `Ok` at once) and lines acked just before a kill are missing.
 #[test]
 fn crash_sigkill_during_ingest_and_publishing_loses_no_acked_record() {
     let seed = std::env::var("OURIOS_CRASH_SEED")

@@ -140,8 +140,9 @@ fn model_consumer_vs_observer(stop: Stop) {
 /// A `Drop` requeue on the consumer thread (partition 0 in flight in its `RecoverableBatch`,
 /// partition 1 still in `Drained`) vs an observer that waits for the guard and reads the
 /// buffers: it never sees an item missing from both places.
-/// Mutation check: move `drop(self.guard.take());` to the top of `Drained::drop`: loom finds
-/// the interleaving where the observer reads the record buffer before partition 1 is back.
+/// Reasoned mutation (not run as a mutant): move `drop(self.guard.take());` to the top of
+/// `Drained::drop`: loom finds the interleaving where the observer reads the record buffer before
+/// partition 1 is back.
 #[test]
 fn loom_drop_requeue_vs_observer_never_sees_missing_item() {
     model_consumer_vs_observer(Stop::InsideRecords);
@@ -149,16 +150,17 @@ fn loom_drop_requeue_vs_observer_never_sees_missing_item() {
 
 /// The same with everything still in `Drained` (stopped before the audit write): audit and
 /// records both come back before the guard is released.
-/// Mutation check: move `drop(self.guard.take());` to the top of `Drained::drop`.
+/// Reasoned mutation (not run as a mutant): move `drop(self.guard.take());` to the top of
+/// `Drained::drop`.
 #[test]
 fn loom_drained_drop_before_audit_vs_observer_never_sees_missing_item() {
     model_consumer_vs_observer(Stop::BeforeAudit);
 }
 
 /// Fully settled: the observer finds every item in the store when the guard is released.
-/// Mutation check: comment out the `push` of partition 1 into the store in the consumer (the
-/// settled partition then exists nowhere, which is exactly what settling without a durable put
-/// would do).
+/// Reasoned mutation (not run as a mutant): comment out the `push` of partition 1 into the store in
+/// the consumer (the settled partition then exists nowhere, which is exactly what settling without
+/// a durable put would do).
 #[test]
 fn loom_fully_settled_vs_observer_never_sees_missing_item() {
     model_consumer_vs_observer(Stop::Never);

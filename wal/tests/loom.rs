@@ -200,8 +200,8 @@ fn race(appenders: u8, fail_sync: Option<u64>) {
 
 /// Proves, over every interleaving of two appenders with syncs that all succeed, that both are
 /// acknowledged and only after their frames are in a synced prefix.
-/// Mutation check: in `Wal::append`, return `Ok(lsn)` before waiting for `durable` and the
-/// synced-prefix assertion fails in some interleaving.
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, return `Ok(lsn)` before waiting for
+/// `durable` and the synced-prefix assertion fails in some interleaving.
 #[test]
 fn loom_group_commit_acks_only_synced_frames() {
     loom::model(|| race(2, None));
@@ -209,9 +209,9 @@ fn loom_group_commit_acks_only_synced_frames() {
 
 /// Proves, over every interleaving, that when the first sync fails no append is acknowledged
 /// and no waiter is left blocked (loom reports a deadlock otherwise).
-/// Mutation check: in `Wal::lead`, drop `self.committed.notify_all()` and loom reports the
-/// waiting appender blocked forever; set `state.durable = last` in the `Err` arm and a frame
-/// is acknowledged.
+/// Reasoned mutation (not run as a mutant): in `Wal::lead`, drop `self.committed.notify_all()` and
+/// loom reports the waiting appender blocked forever; set `state.durable = last` in the `Err` arm
+/// and a frame is acknowledged.
 #[test]
 fn loom_failed_first_sync_acknowledges_nothing_and_wakes_every_waiter() {
     loom::model(|| race(2, Some(1)));
@@ -219,8 +219,8 @@ fn loom_failed_first_sync_acknowledges_nothing_and_wakes_every_waiter() {
 
 /// Proves, over every interleaving, that when the second sync fails the frames it covered are
 /// refused, the WAL refuses later appends, and what was acknowledged was synced.
-/// Mutation check: in `Wal::lead`, set `state.durable = last` in the `Err` arm and the frame of
-/// the failed batch is acknowledged while not in any synced prefix.
+/// Reasoned mutation (not run as a mutant): in `Wal::lead`, set `state.durable = last` in the `Err`
+/// arm and the frame of the failed batch is acknowledged while not in any synced prefix.
 #[test]
 fn loom_failed_second_sync_refuses_everything_after_it() {
     loom::model(|| race(2, Some(2)));
@@ -229,8 +229,9 @@ fn loom_failed_second_sync_refuses_everything_after_it() {
 /// Proves, over every interleaving of three appenders, that a waiter left sleeping when the
 /// next batch's leader was woken (`notify_one`) is still woken when that batch completes: all
 /// three are acknowledged, each only after its frame is synced.
-/// Mutation check: in `Wal::lead`, notify `committed[1 - this]` with `notify_one` only (not
-/// `committed[this]` with `notify_all`) and loom reports a waiter blocked forever.
+/// Reasoned mutation (not run as a mutant): in `Wal::lead`, notify `committed[1 - this]` with
+/// `notify_one` only (not `committed[this]` with `notify_all`) and loom reports a waiter blocked
+/// forever.
 #[test]
 fn loom_three_appenders_every_waiter_of_a_batch_is_woken() {
     loom::model(|| race(3, None));

@@ -367,7 +367,8 @@ mod tests {
     use super::*;
 
     /// The parser reads the id, crate (with `/loom`) and backticked test names of a table row.
-    /// Mutation check: drop the `strip_suffix("/loom")` arm and `loom` stays false.
+    /// Reasoned mutation (not run as a mutant): drop the `strip_suffix("/loom")` arm and `loom`
+    /// stays false.
     #[test]
     fn rfc_table_rows_parse() {
         let text = "| id | what | crate | test | status |\n|---|---|---|---|---|\n\
@@ -390,7 +391,7 @@ mod tests {
     }
 
     /// A malformed test name is an error naming the file and line, not a silently skipped row.
-    /// Mutation check: remove the name-character check and this parses.
+    /// Reasoned mutation (not run as a mutant): remove the name-character check and this parses.
     #[test]
     fn rfc_table_rejects_bad_test_name() {
         let text = "| id | crate | test |\n|---|---|---|\n| X | wal | `not a name` |\n";
@@ -399,7 +400,8 @@ mod tests {
     }
 
     /// Cargo's JSON lines give the executable, manifest and package id as plain strings.
-    /// Mutation check: drop the `+ needle.len()` offset and the value starts at the key.
+    /// Reasoned mutation (not run as a mutant): drop the `+ needle.len()` offset and the value
+    /// starts at the key.
     #[test]
     fn json_string_reads_cargo_artifact_fields() {
         let line = r#"{"reason":"compiler-artifact","package_id":"path+file:///w/sinks#ourios-sinks@0.1.0","manifest_path":"/w/sinks/Cargo.toml","executable":"/t/debug/deps/it-1"}"#;
@@ -416,7 +418,8 @@ mod tests {
     }
 
     /// libtest lines map to outcomes by the last path segment; a failure in any binary wins.
-    /// Mutation check: make the `entry` keep the first outcome and the FAILED line is lost.
+    /// Reasoned mutation (not run as a mutant): make the `entry` keep the first outcome and the
+    /// FAILED line is lost.
     #[test]
     fn libtest_output_parses() {
         let out = "test a::b::t1 ... ok\ntest c::t1 ... FAILED\ntest d::t2 ... ok\ntest d::t3 ... ignored\n";

@@ -36,7 +36,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every crate's `lib.rs` opens with a contract doc of at least three `//!` lines.
-/// Mutation check: delete the `//!` header of any crate's lib.rs and this fails naming it.
+/// Reasoned mutation (not run as a mutant): delete the `//!` header of any crate's lib.rs and this
+/// fails naming it.
 #[test]
 fn tidy_every_crate_has_a_contract_doc() {
     for krate in CRATES {
@@ -52,7 +53,7 @@ fn tidy_every_crate_has_a_contract_doc() {
 }
 
 /// Every package is named `ourios-<folder>`.
-/// Mutation check: rename a package in its Cargo.toml.
+/// Reasoned mutation (not run as a mutant): rename a package in its Cargo.toml.
 #[test]
 fn tidy_packages_are_named_after_folders() {
     for krate in CRATES.iter().chain(&["xtask"]) {
@@ -130,8 +131,41 @@ fn tidy_readiness_is_the_ready_file() {
     }
 }
 
+/// A "Mutation check" note says how the mutation was checked: `(cargo-mutants)`, or tried by
+/// hand (`(tried)`, `(tried by hand)`, `(by hand)`, `(both tried)`, `(each tried)`). A claim
+/// nobody ran reads "Reasoned mutation (not run as a mutant)", so a reader knows which notes
+/// are evidence. An unqualified "Mutation check:" fails this with its place named.
+#[test]
+fn tidy_mutation_notes_say_how_they_were_checked() {
+    const CHECKED: &[&str] = &[
+        "Mutation check (cargo-mutants)",
+        "Mutation check (tried",
+        "Mutation check (by hand)",
+        "Mutation check (both tried)",
+        "Mutation check (each tried)",
+    ];
+    let mut files = Vec::new();
+    for dir in CRATES.iter().chain(&["xtask"]) {
+        rust_files(&root().join(dir), &mut files);
+    }
+    let tidy = root().join("xtask/src/tidy.rs");
+    let mut unqualified = Vec::new();
+    for file in files.iter().filter(|f| **f != tidy) {
+        let text = std::fs::read_to_string(file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("Mutation check") && !CHECKED.iter().any(|c| line.contains(c)) {
+                unqualified.push(format!("{}:{}", file.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        unqualified.is_empty(),
+        "mutation notes that do not say how they were checked: {unqualified:?}"
+    );
+}
+
 /// The RFC tables parse, and every test they name exists as a `fn` in the named crate.
-/// Mutation check: rename a test function an RFC table names.
+/// Reasoned mutation (not run as a mutant): rename a test function an RFC table names.
 #[test]
 fn tidy_rfc_tables_parse_and_name_existing_tests() {
     for number in ["0052", "0054", "0056", "0057", "0058"] {
@@ -165,7 +199,7 @@ fn tidy_rfc_tables_parse_and_name_existing_tests() {
 }
 
 /// No test is hidden with an ignore attribute.
-/// Mutation check: put an ignore attribute above any test.
+/// Reasoned mutation (not run as a mutant): put an ignore attribute above any test.
 #[test]
 fn tidy_no_ignored_tests() {
     let mut files = Vec::new();
@@ -185,7 +219,7 @@ fn tidy_no_ignored_tests() {
 
 /// Every metric name a crate declares (`"ourios.…"` in its `metrics.rs`) is listed in the
 /// README's metrics table, so operators can find what they scrape.
-/// Mutation check: add a metric constant without a README row.
+/// Reasoned mutation (not run as a mutant): add a metric constant without a README row.
 #[test]
 fn tidy_every_metric_is_in_the_readme() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();

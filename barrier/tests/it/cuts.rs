@@ -23,7 +23,8 @@ impl Drop for SetOnDrop {
 
 /// RFC0052.epoch-split: work entered before a cut's begin is tagged with the cut's epoch E,
 /// work entered after it E+1, and `barrier_epoch` moves from E to E+1 in `begin_cut`.
-/// Mutation check: advance the epoch by 2 in `begin_cut` and the tag of `after` is E+2.
+/// Reasoned mutation (not run as a mutant): advance the epoch by 2 in `begin_cut` and the tag of
+/// `after` is E+2.
 #[test]
 fn rfc0052_epoch_split_before_cut_is_e_after_is_e_plus_one() {
     let _watchdog = crate::support::watchdog();
@@ -49,8 +50,9 @@ fn rfc0052_epoch_split_before_cut_is_e_after_is_e_plus_one() {
 /// RFC0052.quiesce: `quiesce_encodes(E)` returns with work tagged E+1 still alive (it does not
 /// wait for it), and when it returns, the batch tagged E that another thread was holding has
 /// dropped (its requeue visible).
-/// Mutation check: make `quiesce_encodes` return without waiting (drop the loop) and the
-/// `requeued` assertion can fail; make it wait for all epochs and the test hangs on `after`.
+/// Reasoned mutation (not run as a mutant): make `quiesce_encodes` return without waiting (drop the
+/// loop) and the `requeued` assertion can fail; make it wait for all epochs and the test hangs on
+/// `after`.
 #[test]
 fn rfc0052_quiesce_encodes_waits_for_exactly_the_work_through_e() {
     let _watchdog = crate::support::watchdog();
@@ -73,8 +75,9 @@ fn rfc0052_quiesce_encodes_waits_for_exactly_the_work_through_e() {
 
 /// RFC0052.quiesce: `quiesce_publishes(E)` waits for the publishes tagged <= E (here a detach
 /// completed on another thread) and not for those tagged E+1.
-/// Mutation check: drop the `publishes_through` condition in `quiesce_publishes` and the
-/// verdict can come back before the Requeued outcome is recorded (ok instead of not ok).
+/// Reasoned mutation (not run as a mutant): drop the `publishes_through` condition in
+/// `quiesce_publishes` and the verdict can come back before the Requeued outcome is recorded (ok
+/// instead of not ok).
 #[test]
 fn rfc0052_quiesce_publishes_waits_for_exactly_the_publishes_through_e() {
     let _watchdog = crate::support::watchdog();
@@ -98,8 +101,8 @@ fn rfc0052_quiesce_publishes_waits_for_exactly_the_publishes_through_e() {
 /// RFC0052.verdict: failures are scoped by epoch. A publish tagged E+1 that failed before cut
 /// E's verdict does not fail cut E; it fails cut E+1; and a failure record is forgotten once a
 /// verdict consumed it, so cut E+2 is ok again.
-/// Mutation check: consume every failure in `quiesce_publishes` (not only those <= E) and cut
-/// E's verdict is not ok; never remove consumed failures and cut E+2 is not ok.
+/// Reasoned mutation (not run as a mutant): consume every failure in `quiesce_publishes` (not only
+/// those <= E) and cut E's verdict is not ok; never remove consumed failures and cut E+2 is not ok.
 #[test]
 fn rfc0052_verdict_is_scoped_to_publishes_tagged_through_e() {
     let _watchdog = crate::support::watchdog();
@@ -139,8 +142,8 @@ fn rfc0052_verdict_is_scoped_to_publishes_tagged_through_e() {
 
 /// RFC0052.verdict: a failure no verdict consumed (its cut was dropped before deciding, e.g.
 /// it panicked) is not forgotten: the next cut's verdict, which covers its epoch, blames it.
-/// Mutation check: consume only the failures tagged exactly E in `quiesce_publishes` and the
-/// second cut's verdict is ok.
+/// Reasoned mutation (not run as a mutant): consume only the failures tagged exactly E in
+/// `quiesce_publishes` and the second cut's verdict is ok.
 #[test]
 fn rfc0052_verdict_blames_an_unconsumed_failure_on_the_next_cut() {
     let _watchdog = crate::support::watchdog();
@@ -161,9 +164,9 @@ fn rfc0052_verdict_blames_an_unconsumed_failure_on_the_next_cut() {
 /// fails no publish) and its clear against its captured word succeeds. Whether the cut may
 /// clear also depends on its own drain, which this crate does not have: the node's
 /// `rfc0054_m8_latched_cut_proceeds_and_its_drain_decides` runs that half.
-/// Mutation check: make `begin_cut` refuse (or the verdict fail) when the captured latch word
-/// is not clear — the RFC 0052 `failed_epoch <= barrier_epoch: skip` — and the clear never
-/// happens.
+/// Reasoned mutation (not run as a mutant): make `begin_cut` refuse (or the verdict fail) when the
+/// captured latch word is not clear — the RFC 0052 `failed_epoch <= barrier_epoch: skip` — and the
+/// clear never happens.
 #[test]
 fn rfc0054_m8_cut_with_failed_latch_proceeds_and_verdict_and_cas_decide() {
     let _watchdog = crate::support::watchdog();
@@ -193,7 +196,8 @@ fn rfc0054_m8_cut_with_failed_latch_proceeds_and_verdict_and_cas_decide() {
 /// RFC0054.4 with a publish panic: the cut that covers the panicked publish proceeds but its
 /// verdict is not ok, so it does not stamp and does not clear; the next cut (whose drain takes
 /// the requeued records) gets an ok verdict and clears the latch without a restart.
-/// Mutation check: make `all_ok` ignore `panicked` publishes and the first cut would clear.
+/// Reasoned mutation (not run as a mutant): make `all_ok` ignore `panicked` publishes and the first
+/// cut would clear.
 #[test]
 fn rfc0054_4_publish_panic_fails_its_cut_and_the_next_cut_clears() {
     let _watchdog = crate::support::watchdog();
@@ -219,8 +223,8 @@ fn rfc0054_4_publish_panic_fails_its_cut_and_the_next_cut_clears() {
 /// C.5 (§9.7 cadence leg): a panic raised during a cut — at a later epoch (new work tagged E+1)
 /// or at the same epoch as a latch already set — changes the word, so that cut's clear fails
 /// and the failure survives for the next cut, which clears it.
-/// Mutation check: have `begin_cut` capture nothing and `clear` CAS from the current word and
-/// the first clear succeeds, erasing the E+1 failure.
+/// Reasoned mutation (not run as a mutant): have `begin_cut` capture nothing and `clear` CAS from
+/// the current word and the first clear succeeds, erasing the E+1 failure.
 #[test]
 fn rfc0054_c5_report_during_a_cut_survives_for_the_next_cut() {
     let _watchdog = crate::support::watchdog();
@@ -246,8 +250,8 @@ fn rfc0054_c5_report_during_a_cut_survives_for_the_next_cut() {
 /// is quiescing, new work is held back (the try_ variants say so), `barrier_epoch` stays at
 /// `u32::MAX - 1`; after both quiesces returned with no guard outstanding the epoch is 0, new
 /// work is tagged 0, and a later cut advances normally.
-/// Mutation check: advance to `epoch + 1` at LAST_EPOCH in `begin_cut` and the cut's epoch
-/// becomes `u32::MAX` territory (barrier_epoch after quiesce is not 0).
+/// Reasoned mutation (not run as a mutant): advance to `epoch + 1` at LAST_EPOCH in `begin_cut` and
+/// the cut's epoch becomes `u32::MAX` territory (barrier_epoch after quiesce is not 0).
 #[test]
 fn rfc0054_m7_epoch_reset_at_last_epoch_after_both_quiesces() {
     let _watchdog = crate::support::watchdog();
@@ -306,8 +310,8 @@ fn rfc0054_m7_epoch_reset_at_last_epoch_after_both_quiesces() {
 
 /// M.7: `enter_encode` during a reset blocks until the reset completed and then tags 0; the
 /// reset cut's quiesce waits for the batch another thread still holds.
-/// Mutation check: let `enter_encode` ignore the gate bit and the waiting thread's batch is
-/// tagged `u32::MAX - 1`, after the cut.
+/// Reasoned mutation (not run as a mutant): let `enter_encode` ignore the gate bit and the waiting
+/// thread's batch is tagged `u32::MAX - 1`, after the cut.
 #[test]
 fn rfc0054_m7_new_work_waits_for_the_reset_then_is_tagged_zero() {
     let _watchdog = crate::support::watchdog();
@@ -339,8 +343,8 @@ fn rfc0054_m7_new_work_waits_for_the_reset_then_is_tagged_zero() {
 /// M.7: a resetting cut dropped before its quiesce (it panicked) does not leave the gate
 /// closed: the reset runs as soon as the last outstanding guard ends, and the dropped cut's
 /// unconsumed failures are blamed on the first cut after the reset.
-/// Mutation check: remove `Cut::drop`'s `abandon_reset` and `reset_in_progress` stays true
-/// forever (enter_encode would block).
+/// Reasoned mutation (not run as a mutant): remove `Cut::drop`'s `abandon_reset` and
+/// `reset_in_progress` stays true forever (enter_encode would block).
 #[test]
 fn rfc0054_m7_dropped_reset_cut_resets_once_nothing_is_outstanding() {
     let _watchdog = crate::support::watchdog();
@@ -376,8 +380,8 @@ fn rfc0054_m7_dropped_reset_cut_resets_once_nothing_is_outstanding() {
 /// M.7: the reset does not erase an undrained failure: a latch set before the reset (and not
 /// cleared, because the reset cut's verdict failed) is still set after it, and the next cut
 /// that stamps clears it.
-/// Mutation check: store CLEAR into the latch in `try_reset` and the latch is clear after the
-/// reset.
+/// Reasoned mutation (not run as a mutant): store CLEAR into the latch in `try_reset` and the latch
+/// is clear after the reset.
 #[test]
 fn rfc0054_m7_reset_keeps_the_latch_until_a_stamping_cut_clears_it() {
     let _watchdog = crate::support::watchdog();
@@ -396,7 +400,8 @@ fn rfc0054_m7_reset_keeps_the_latch_until_a_stamping_cut_clears_it() {
 
 /// A cut from before an epoch reset is stale: quiescing it returns at once and its verdict is
 /// never ok, so it cannot stamp with epochs that now mean something else.
-/// Mutation check: ignore `era` in `quiesce_publishes` and the stale verdict is ok.
+/// Reasoned mutation (not run as a mutant): ignore `era` in `quiesce_publishes` and the stale
+/// verdict is ok.
 #[test]
 fn verdict_of_a_cut_superseded_by_a_reset_is_stale() {
     let _watchdog = crate::support::watchdog();
@@ -409,7 +414,7 @@ fn verdict_of_a_cut_superseded_by_a_reset_is_stale() {
 }
 
 /// `with_state` refuses the reserved clear epoch as a starting epoch.
-/// Mutation check: drop the check in `with_state` and it returns Ok.
+/// Reasoned mutation (not run as a mutant): drop the check in `with_state` and it returns Ok.
 #[test]
 fn barrier_with_reserved_epoch_is_refused() {
     let _watchdog = crate::support::watchdog();
@@ -426,9 +431,9 @@ fn barrier_with_reserved_epoch_is_refused() {
 /// Many threads entering and leaving encode batches while cuts advance: every cut's
 /// quiesce returns, every batch is tagged E or E+1 around the cut that saw it, and the books
 /// balance (nothing outstanding, no accounting error).
-/// Mutation check: make the fast-path exit decrement without checking the epoch (a guard moved
-/// off the word then decrements the word of the next epoch) and `accounting_errors` or a hung
-/// quiesce shows it.
+/// Reasoned mutation (not run as a mutant): make the fast-path exit decrement without checking the
+/// epoch (a guard moved off the word then decrements the word of the next epoch) and
+/// `accounting_errors` or a hung quiesce shows it.
 #[test]
 fn cuts_and_concurrent_batches_balance() {
     let _watchdog = crate::support::watchdog();

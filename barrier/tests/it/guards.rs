@@ -7,8 +7,8 @@ use crate::support::{AtRequeue, Requeue, drop_in_panic, requeued};
 /// M.4 (ordering): a `Guarded` batch dropped by a panic runs the requeue first — at that
 /// instant the latch is still clear and the guard still counted — and afterwards the latch
 /// holds the batch's epoch and nothing is outstanding.
-/// Mutation check: swap the two fields of `Guarded` (guard before value) and the requeue sees
-/// the report already made and the count already gone.
+/// Reasoned mutation (not run as a mutant): swap the two fields of `Guarded` (guard before value)
+/// and the requeue sees the report already made and the count already gone.
 #[test]
 fn rfc0054_m4_guarded_batch_requeues_before_report_and_decrement() {
     let _watchdog = crate::support::watchdog();
@@ -31,7 +31,8 @@ fn rfc0054_m4_guarded_batch_requeues_before_report_and_decrement() {
 }
 
 /// A batch guard that ends normally reports nothing and decrements.
-/// Mutation check: drop the `panicking()` condition in `BatchGuard::drop` and the latch is set.
+/// Reasoned mutation (not run as a mutant): drop the `panicking()` condition in `BatchGuard::drop`
+/// and the latch is set.
 #[test]
 fn batch_guard_normal_drop_reports_nothing() {
     let _watchdog = crate::support::watchdog();
@@ -45,8 +46,8 @@ fn batch_guard_normal_drop_reports_nothing() {
 
 /// A batch guard moved off the encode word by a cut (slow-path exit) still reports, then
 /// decrements the map entry quiesce waits on.
-/// Mutation check: skip `decrement` in `exit_encode`'s slow path and `encodes_outstanding`
-/// stays 1 (and quiesce would hang).
+/// Reasoned mutation (not run as a mutant): skip `decrement` in `exit_encode`'s slow path and
+/// `encodes_outstanding` stays 1 (and quiesce would hang).
 #[test]
 fn batch_guard_of_a_cut_epoch_reports_and_leaves_the_map() {
     let _watchdog = crate::support::watchdog();
@@ -63,7 +64,8 @@ fn batch_guard_of_a_cut_epoch_reports_and_leaves_the_map() {
 
 /// Only `Durable` and `Dropped` are ok for the verdict; `Requeued`, `Parked` and `Failed`
 /// fail closed.
-/// Mutation check: make `is_ok` true for `Requeued` and the table below fails.
+/// Reasoned mutation (not run as a mutant): make `is_ok` true for `Requeued` and the table below
+/// fails.
 #[test]
 fn publish_outcome_only_durable_and_dropped_are_ok() {
     let _watchdog = crate::support::watchdog();
@@ -113,8 +115,8 @@ fn publish_guard_ok_and_fail_decide_the_verdict() {
 
 /// A publish guard dropped by a panic (a sweep's `Drained` unwinding) runs the requeue first,
 /// reports its epoch to the latch, and counts as panicked in the verdict.
-/// Mutation check: settle as `Failed` instead of `Panicked` in `PublishGuard::drop` and
-/// `panicked_publishes` is 0; remove the report and the latch stays clear.
+/// Reasoned mutation (not run as a mutant): settle as `Failed` instead of `Panicked` in
+/// `PublishGuard::drop` and `panicked_publishes` is 0; remove the report and the latch stays clear.
 #[test]
 fn publish_guard_dropped_in_panic_requeues_reports_and_fails_verdict() {
     let _watchdog = crate::support::watchdog();
@@ -139,7 +141,8 @@ fn publish_guard_dropped_in_panic_requeues_reports_and_fails_verdict() {
 
 /// A publish guard dropped without an outcome outside a panic is a forgotten settle: it
 /// counts as failed (fail closed), and reports nothing to the latch.
-/// Mutation check: treat the non-panicking drop as ok and the verdict is ok.
+/// Reasoned mutation (not run as a mutant): treat the non-panicking drop as ok and the verdict is
+/// ok.
 #[test]
 fn publish_guard_dropped_without_outcome_fails_closed() {
     let _watchdog = crate::support::watchdog();
@@ -155,8 +158,8 @@ fn publish_guard_dropped_without_outcome_fails_closed() {
 
 /// The shared completion does not settle while a detach is pending, nor while the batch's
 /// encode phase is open, and settles exactly once when both are done — in either order.
-/// Mutation check: drop `&& state.encode_ended` from `take_if_done` and the first
-/// `is_settled` after the tokens complete is already true.
+/// Reasoned mutation (not run as a mutant): drop `&& state.encode_ended` from `take_if_done` and
+/// the first `is_settled` after the tokens complete is already true.
 #[test]
 fn rfc0054_m5_shared_completion_settles_when_count_is_zero_and_encode_ended() {
     let _watchdog = crate::support::watchdog();
@@ -196,7 +199,7 @@ fn rfc0054_m5_shared_completion_settles_when_count_is_zero_and_encode_ended() {
 }
 
 /// A batch that detached nothing registers no publish.
-/// Mutation check: register the completion eagerly in `enter_encode` and
+/// Reasoned mutation (not run as a mutant): register the completion eagerly in `enter_encode` and
 /// `publishes_outstanding` is 1.
 #[test]
 fn batch_without_detach_registers_no_publish() {
@@ -211,7 +214,8 @@ fn batch_without_detach_registers_no_publish() {
 
 /// The shared completion settles with the worst outcome of its detaches: one durable and one
 /// requeued partition make one failed publish in the verdict.
-/// Mutation check: keep the last outcome instead of `max` in `finish_one` and the verdict is ok.
+/// Reasoned mutation (not run as a mutant): keep the last outcome instead of `max` in `finish_one`
+/// and the verdict is ok.
 #[test]
 fn shared_completion_settles_with_the_worst_outcome() {
     let _watchdog = crate::support::watchdog();
@@ -230,7 +234,8 @@ fn shared_completion_settles_with_the_worst_outcome() {
 /// A detach token dropped by a panic in the publisher (inside a `Guarded` with the partition's
 /// recoverable batch) requeues first, reports the batch's epoch, and makes the completion
 /// settle as panicked; the worker's batch guard reports nothing of its own.
-/// Mutation check: remove the report from `DetachToken::drop` and the latch stays clear.
+/// Reasoned mutation (not run as a mutant): remove the report from `DetachToken::drop` and the
+/// latch stays clear.
 #[test]
 fn detach_token_dropped_in_panic_requeues_reports_and_counts_panicked() {
     let _watchdog = crate::support::watchdog();
@@ -257,8 +262,8 @@ fn detach_token_dropped_in_panic_requeues_reports_and_counts_panicked() {
 
 /// A detach token dropped without an outcome outside a panic (e.g. a queue dropped at
 /// shutdown) counts as failed, so the completion still settles and no wait is unbounded.
-/// Mutation check: skip `finish_one` in the non-panicking arm of `DetachToken::drop` and
-/// `publishes_outstanding` stays 1.
+/// Reasoned mutation (not run as a mutant): skip `finish_one` in the non-panicking arm of
+/// `DetachToken::drop` and `publishes_outstanding` stays 1.
 #[test]
 fn detach_token_dropped_without_outcome_fails_closed_and_settles() {
     let _watchdog = crate::support::watchdog();
@@ -276,8 +281,8 @@ fn detach_token_dropped_without_outcome_fails_closed_and_settles() {
 
 /// `Guarded::complete` drops the value (its remaining requeue) before settling the guard, for
 /// publish guards and detach tokens alike.
-/// Mutation check: settle before `drop(value)` in either `complete` and the requeue sees
-/// `publishes_outstanding == 0`.
+/// Reasoned mutation (not run as a mutant): settle before `drop(value)` in either `complete` and
+/// the requeue sees `publishes_outstanding == 0`.
 #[test]
 fn guarded_complete_drops_the_value_before_settling() {
     let _watchdog = crate::support::watchdog();
@@ -298,7 +303,8 @@ fn guarded_complete_drops_the_value_before_settling() {
 
 /// `Guarded` gives the value back through `Deref`/`DerefMut`/`into_parts` and the guard
 /// through `guard()`.
-/// Mutation check: make `deref_mut` return a copy and the pushed item is lost.
+/// Reasoned mutation (not run as a mutant): make `deref_mut` return a copy and the pushed item is
+/// lost.
 #[test]
 fn guarded_gives_access_to_value_and_guard() {
     let _watchdog = crate::support::watchdog();

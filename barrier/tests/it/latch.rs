@@ -8,7 +8,8 @@ use ourios_barrier::{
 
 /// The packed word: epoch in the high half, generation in the low half, the named constants
 /// agree with each other, and CLEAR is epoch `u32::MAX`, generation 0 (not a zero word).
-/// Mutation check: swap the halves in `LatchWord::new` (or set `EPOCH_SHIFT` to 0) and this fails.
+/// Reasoned mutation (not run as a mutant): swap the halves in `LatchWord::new` (or set
+/// `EPOCH_SHIFT` to 0) and this fails.
 #[test]
 fn latch_word_packs_epoch_high_and_generation_low() {
     let _watchdog = crate::support::watchdog();
@@ -32,8 +33,8 @@ fn latch_word_packs_epoch_high_and_generation_low() {
 
 /// C.5, one-word report: a report lowers the epoch half to the minimum and increments the
 /// generation half, in the same word, whatever order the epochs arrive in.
-/// Mutation check: replace the `min` in `LatchWord::after_report` with the reported epoch and
-/// the second assertion fails (epoch 7 would overwrite 3).
+/// Reasoned mutation (not run as a mutant): replace the `min` in `LatchWord::after_report` with the
+/// reported epoch and the second assertion fails (epoch 7 would overwrite 3).
 #[test]
 fn rfc0054_c5_report_lowers_epoch_to_min_and_increments_generation() {
     let _watchdog = crate::support::watchdog();
@@ -47,8 +48,8 @@ fn rfc0054_c5_report_lowers_epoch_to_min_and_increments_generation() {
 
 /// Epoch `u32::MAX` is reserved for CLEAR: reporting it is refused and changes nothing, so no
 /// real report can produce a word a clear would confuse with CLEAR.
-/// Mutation check: delete the `epoch == CLEAR_EPOCH` early return in `report` and the word
-/// becomes (MAX, 1).
+/// Reasoned mutation (not run as a mutant): delete the `epoch == CLEAR_EPOCH` early return in
+/// `report` and the word becomes (MAX, 1).
 #[test]
 fn latch_report_of_reserved_epoch_is_refused() {
     let _watchdog = crate::support::watchdog();
@@ -62,7 +63,7 @@ fn latch_report_of_reserved_epoch_is_refused() {
 /// RFC0054.4 / C.5: the latch clears only from the exact word the cut captured. A report at
 /// the same epoch between capture and clear leaves the epoch half unchanged but bumps the
 /// generation, so the clear fails and the failure survives; a fresh capture then clears.
-/// Mutation check: make `clear` compare only the epoch half (e.g. CAS from
+/// Reasoned mutation (not run as a mutant): make `clear` compare only the epoch half (e.g. CAS from
 /// `current` whenever `current.epoch() == captured.epoch()`) and the `Raced` assertion fails.
 #[test]
 fn rfc0054_4_latch_clears_only_from_captured_word() {
@@ -89,7 +90,8 @@ fn rfc0054_4_latch_clears_only_from_captured_word() {
 
 /// C.5: a report at a lower or a higher epoch between capture and clear also makes the clear
 /// fail; a cut that captured CLEAR cannot erase a report that came after its capture either.
-/// Mutation check: make `clear` store CLEAR unconditionally and every `Raced` assertion fails.
+/// Reasoned mutation (not run as a mutant): make `clear` store CLEAR unconditionally and every
+/// `Raced` assertion fails.
 #[test]
 fn rfc0054_c5_any_report_between_capture_and_clear_makes_the_clear_fail() {
     let _watchdog = crate::support::watchdog();
@@ -122,9 +124,9 @@ fn rfc0054_c5_any_report_between_capture_and_clear_makes_the_clear_fail() {
 /// M.6: the generation is sticky at `u32::MAX`. Starting just below the limit, reports climb
 /// to `u32::MAX` and stay there (the epoch still lowers), no clear succeeds from a sticky
 /// word — not even from the exact captured word — and the state is visible for export.
-/// Mutation check: replace `saturating_add(1)` with `wrapping_add(1)` in `after_report` and the
-/// generation wraps to 0 (a word a stale capture could match); delete the `is_sticky` check in
-/// `clear` and the `Cleared::Sticky` assertion fails.
+/// Reasoned mutation (not run as a mutant): replace `saturating_add(1)` with `wrapping_add(1)` in
+/// `after_report` and the generation wraps to 0 (a word a stale capture could match); delete the
+/// `is_sticky` check in `clear` and the `Cleared::Sticky` assertion fails.
 #[test]
 fn rfc0054_m6_sticky_generation_refuses_every_clear() {
     let _watchdog = crate::support::watchdog();
@@ -156,7 +158,8 @@ fn rfc0054_m6_sticky_generation_refuses_every_clear() {
 
 /// RFC0054.4-restart: the latch is not persisted: a new barrier (the restart that deploys
 /// this) starts with a clear latch whatever the previous process's latch held.
-/// Mutation check: start `Barrier::new` from any non-CLEAR word and this fails.
+/// Reasoned mutation (not run as a mutant): start `Barrier::new` from any non-CLEAR word and this
+/// fails.
 #[test]
 fn rfc0054_4_restart_latch_is_clear_on_a_new_barrier() {
     let _watchdog = crate::support::watchdog();

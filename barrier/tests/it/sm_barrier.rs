@@ -588,8 +588,9 @@ prop_state_machine! {
     /// the shared completion settling once with the worst outcome, latch reports by panicking
     /// guards and clears from captured words, the epoch reset at `u32::MAX - 1` (by quiesce or
     /// by a dropped cut) with the gate refusing new work meanwhile, and sticky generations.
-    /// Mutation check: drop the failure re-tagging in `try_reset`, or let the fast-path exit
-    /// ignore the gate bit, and a shrunk program shows the step where stats diverge.
+    /// Reasoned mutation (not run as a mutant): drop the failure re-tagging in `try_reset`, or let
+    /// the fast-path exit ignore the gate bit, and a shrunk program shows the step where stats
+    /// diverge.
     #[test]
     fn sm_barrier_cuts_match_model(sequential 1..48 => BarrierModel);
 }

@@ -192,8 +192,8 @@ prop_state_machine! {
     /// The latch matches a plain sequential model over random report / capture / clear
     /// programs from any starting word, including generations one to three reports below the
     /// sticky limit (M.6) and epochs next to the reserved `u32::MAX` (refused).
-    /// Mutation check: let the generation wrap (`wrapping_add`) in `after_report`, or clear
-    /// from a sticky capture, and a shrunk counterexample names the step.
+    /// Reasoned mutation (not run as a mutant): let the generation wrap (`wrapping_add`) in
+    /// `after_report`, or clear from a sticky capture, and a shrunk counterexample names the step.
     #[test]
     fn sm_latch_matches_model(sequential 1..40 => LatchModel);
 }

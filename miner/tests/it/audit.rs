@@ -20,8 +20,8 @@ proptest! {
     /// each change (a new template, or a template whose rendering changed) comes with exactly
     /// one event describing it (old and new rendering, consecutive versions), a line without a
     /// change has no event, and the totals of changes and events agree.
-    /// Mutation check: in `TenantMiner::advance`, return `(idx, None)` instead of the widening
-    /// event and the first widening fails.
+    /// Reasoned mutation (not run as a mutant): in `TenantMiner::advance`, return `(idx, None)`
+    /// instead of the widening event and the first widening fails.
     #[test]
     fn prop_every_widening_emits_event(lines in lines(60)) {
         let mut m = miner(StepClock::new(0, 1));
@@ -70,7 +70,8 @@ proptest! {
 
 /// Proves a widening event on a fixed example: the old and new templates, the versions, and the
 /// records carrying the version they were mined against.
-/// Mutation check: set `new_version` to `cluster.version` and the second record says version 1.
+/// Reasoned mutation (not run as a mutant): set `new_version` to `cluster.version` and the second
+/// record says version 1.
 #[test]
 fn audit_widening_carries_old_and_new_template() {
     let mut m = miner(StepClock::new(0, 1));
@@ -112,7 +113,8 @@ fn audit_widening_carries_old_and_new_template() {
 /// Proves a clock before the Unix epoch is representable: the event carries the negative
 /// nanoseconds as read (RFC0056.2 depends on the audit sink failing to derive a partition from
 /// it, so the miner must neither clamp nor reject it).
-/// Mutation check: clamp negative readings to 0 in `advance` and this reads 0.
+/// Reasoned mutation (not run as a mutant): clamp negative readings to 0 in `advance` and this
+/// reads 0.
 #[test]
 fn rfc0056_2_timestamp_before_epoch_is_representable() {
     let before_epoch: i128 = -86_400 * 1_000_000_000 - 1;
@@ -126,8 +128,8 @@ fn rfc0056_2_timestamp_before_epoch_is_representable() {
 
 /// Proves a clock beyond the `i64` nanosecond range (after 2262-04-11) is representable and
 /// reaches the event unchanged (the other RFC0056.2 derive failure).
-/// Mutation check: store the timestamp as `i64` with a saturating cast and this reads
-/// `i64::MAX`.
+/// Reasoned mutation (not run as a mutant): store the timestamp as `i64` with a saturating cast and
+/// this reads `i64::MAX`.
 #[test]
 fn rfc0056_2_timestamp_beyond_i64_nanos_is_representable() {
     let beyond: i128 = i128::from(i64::MAX) + 1_000;
@@ -138,7 +140,8 @@ fn rfc0056_2_timestamp_beyond_i64_nanos_is_representable() {
 
 /// Proves the system clock reads the wall clock in nanoseconds since the epoch (between two
 /// `SystemTime` readings taken around it; an ordering check, not a timing assertion).
-/// Mutation check: return microseconds from `SystemClock` and the reading falls below `lo`.
+/// Reasoned mutation (not run as a mutant): return microseconds from `SystemClock` and the reading
+/// falls below `lo`.
 #[test]
 fn audit_system_clock_reads_unix_nanos() {
     let read = || {

@@ -11,9 +11,9 @@ proptest! {
     /// Proves the same lines in the same order give the same records, ids, versions, events,
     /// sequence numbers and snapshot bytes, and that ids are handed out 1, 2, 3... in order of
     /// first appearance.
-    /// Mutation check: in `State::best_match`, collect the leaf's cluster ids into a `HashSet`
-    /// and iterate that (random order, so ties resolve differently per run) and the two runs
-    /// disagree.
+    /// Reasoned mutation (not run as a mutant): in `State::best_match`, collect the leaf's cluster
+    /// ids into a `HashSet` and iterate that (random order, so ties resolve differently per run)
+    /// and the two runs disagree.
     #[test]
     fn prop_same_input_gives_same_ids_and_events(lines in lines(60)) {
         let mut a = miner(StepClock::new(7, 3));
@@ -40,8 +40,8 @@ proptest! {
 
 /// Proves ids, versions and sequence numbers are per tenant: interleaving two tenants' lines in
 /// a `MinerCluster` gives each the results it gets alone, and events name their tenant.
-/// Mutation check: share one `TenantMiner` between tenants in `MinerCluster::tenant_mut` and
-/// tenant b's first template gets id 2.
+/// Reasoned mutation (not run as a mutant): share one `TenantMiner` between tenants in
+/// `MinerCluster::tenant_mut` and tenant b's first template gets id 2.
 #[test]
 fn mine_ids_and_sequences_are_per_tenant() {
     let clock = StepClock::new(0, 1);

@@ -16,8 +16,8 @@ fn ids(out: &[Mined]) -> Vec<u64> {
 
 /// Proves masked values are holes from the first line on: lines differing only in numbers,
 /// IPs, hex, UUIDs, timestamps and paths share one template at version 1 with one event.
-/// Mutation check: make `mask_token` return `false` always and the second line no longer
-/// shares version 1 of template 1.
+/// Reasoned mutation (not run as a mutant): make `mask_token` return `false` always and the second
+/// line no longer shares version 1 of template 1.
 #[test]
 fn drain_masked_values_do_not_widen() {
     let (m, out) = mine(
@@ -49,7 +49,8 @@ fn drain_masked_values_do_not_widen() {
 
 /// Proves the similarity threshold is applied and configurable: 3 of 4 equal tokens (0.75)
 /// merge at the default 0.7 and do not at 0.8.
-/// Mutation check: make `Similarity::reaches` return `true` and the strict run merges.
+/// Reasoned mutation (not run as a mutant): make `Similarity::reaches` return `true` and the strict
+/// run merges.
 #[test]
 fn drain_similarity_threshold_is_configurable() {
     let lines = ["user alice logged in", "user bob logged in"];
@@ -66,8 +67,8 @@ fn drain_similarity_threshold_is_configurable() {
 /// widened, lines matching all its literal tokens keep joining it instead of founding
 /// near-duplicates (with wildcards counted as mismatches, "user <*> from <*>" could never
 /// reach 0.7 again).
-/// Mutation check: count `<*>` slots in `Similarity::literal` and the fourth line founds
-/// template 2.
+/// Reasoned mutation (not run as a mutant): count `<*>` slots in `Similarity::literal` and the
+/// fourth line founds template 2.
 #[test]
 fn drain_similarity_ignores_wildcard_slots() {
     let (m, out) = mine(
@@ -89,7 +90,8 @@ fn drain_similarity_ignores_wildcard_slots() {
 /// Proves dissimilar lines and lines of different token counts found separate templates. At
 /// depth 3 no token routes, so every line of a length meets every template of that length and
 /// the similarity alone keeps "cache miss" (0 of 2 tokens equal) out of "disk full".
-/// Mutation check: make `Similarity::reaches` return `true` and "cache miss" joins template 1.
+/// Reasoned mutation (not run as a mutant): make `Similarity::reaches` return `true` and "cache
+/// miss" joins template 1.
 #[test]
 fn drain_dissimilar_lines_found_new_templates() {
     let length_only = MinerConfig::default().with_depth(3).expect("valid");
@@ -102,8 +104,8 @@ fn drain_dissimilar_lines_found_new_templates() {
 
 /// Proves a changed separator is a template change: the slot widens to `<_>`, an event says
 /// so, and the separator becomes a parameter.
-/// Mutation check: treat every separator as matching in `sep_matches` and the second record
-/// reconstructs with one space.
+/// Reasoned mutation (not run as a mutant): treat every separator as matching in `sep_matches` and
+/// the second record reconstructs with one space.
 #[test]
 fn drain_separator_change_widens_with_event() {
     let (m, out) = mine(MinerConfig::default(), &["a b c", "a  b c"]);
@@ -119,8 +121,8 @@ fn drain_separator_change_widens_with_event() {
 }
 
 /// Proves empty and blank lines mine: zero tokens, one separator slot.
-/// Mutation check: push no trailing separator in `Tokens::fill` for a line without tokens and
-/// reconstruction of "   " yields "".
+/// Reasoned mutation (not run as a mutant): push no trailing separator in `Tokens::fill` for a line
+/// without tokens and reconstruction of "   " yields "".
 #[test]
 fn drain_empty_and_blank_lines() {
     let (m, out) = mine(MinerConfig::default(), &["", "   ", ""]);
@@ -133,8 +135,8 @@ fn drain_empty_and_blank_lines() {
 
 /// Proves a low-confidence parse keeps its body: a template with more than half its tokens
 /// wildcards (confidence 0.4 < 0.5) keeps the line; a confident parse does not.
-/// Mutation check: invert `confident` in `TenantMiner::record` and the first record keeps a
-/// body.
+/// Reasoned mutation (not run as a mutant): invert `confident` in `TenantMiner::record` and the
+/// first record keeps a body.
 #[test]
 fn drain_low_confidence_parse_keeps_body() {
     let config = MinerConfig::default()
@@ -156,8 +158,8 @@ fn drain_low_confidence_parse_keeps_body() {
 /// sends every other first token down the wildcard child, where "beta x" and "gamma x" meet
 /// and merge at threshold 0.5; with the default bound "gamma x" has its own branch and founds
 /// a template.
-/// Mutation check: drop the `children.len() + 1 < max_children` guard in `State::insert` and
-/// the bounded run founds template 3.
+/// Reasoned mutation (not run as a mutant): drop the `children.len() + 1 < max_children` guard in
+/// `State::insert` and the bounded run founds template 3.
 #[test]
 fn drain_max_children_sends_overflow_down_the_wildcard() {
     let lines = ["alpha x", "beta x", "gamma x"];
@@ -173,8 +175,8 @@ fn drain_max_children_sends_overflow_down_the_wildcard() {
 /// Proves the tree depth bounds the prefix layers: at the default depth 4 only the first token
 /// routes, so lines differing in the second token meet in one leaf and merge; at depth 5 the
 /// second token routes too and they do not meet.
-/// Mutation check: make `prefix_layers` return `depth - 2` and the default run founds two
-/// templates.
+/// Reasoned mutation (not run as a mutant): make `prefix_layers` return `depth - 2` and the default
+/// run founds two templates.
 #[test]
 fn drain_depth_bounds_prefix_layers() {
     let lines = ["get alpha done now", "get beta done now"];
@@ -186,7 +188,8 @@ fn drain_depth_bounds_prefix_layers() {
 }
 
 /// Proves out-of-range configuration is refused with the value named.
-/// Mutation check: write `unit_interval` as `!(v < 0.0 || v > 1.0)` and NaN is accepted.
+/// Reasoned mutation (not run as a mutant): write `unit_interval` as `!(v < 0.0 || v > 1.0)` and
+/// NaN is accepted.
 #[test]
 fn drain_config_rejects_out_of_range_values() {
     let c = MinerConfig::default();

@@ -13,8 +13,9 @@ proptest! {
     /// twice: with the miner's live template right after the line is mined, and with the
     /// template parsed back from the audit event of the record's (id, version), which is how a
     /// reader outside the miner rebuilds lines.
-    /// Mutation check: drop the `SepSlot::Any` push in `Template::params` and the first lines
-    /// whose separators differ fail; drop the `\` escape in `push_escaped` and "\\<x" fails.
+    /// Reasoned mutation (not run as a mutant): drop the `SepSlot::Any` push in `Template::params`
+    /// and the first lines whose separators differ fail; drop the `\` escape in `push_escaped` and
+    /// "\\<x" fails.
     #[test]
     fn prop_reconstruct_is_exact(lines in lines(40)) {
         let mut m = miner(StepClock::new(0, 1));
@@ -40,7 +41,8 @@ proptest! {
 
     /// Proves the rendered form of every template parses back into the same template, so an
     /// audit event's template string is a complete description of the template.
-    /// Mutation check: render `SepSlot::Any` as a single space and separator widenings fail.
+    /// Reasoned mutation (not run as a mutant): render `SepSlot::Any` as a single space and
+    /// separator widenings fail.
     #[test]
     fn prop_template_rendering_parses_back(lines in lines(40)) {
         let mut m = miner(StepClock::new(0, 1));
@@ -56,7 +58,8 @@ proptest! {
 }
 
 /// Proves a parameter list of the wrong length is an error naming both counts, not a wrong line.
-/// Mutation check: remove the length check in `reconstruct` and this returns `Ok`.
+/// Reasoned mutation (not run as a mutant): remove the length check in `reconstruct` and this
+/// returns `Ok`.
 #[test]
 fn reconstruct_wrong_param_count_is_an_error() {
     let t = Template::parse("user <*> took <NUM>ms").expect("valid");
@@ -74,7 +77,8 @@ fn reconstruct_wrong_param_count_is_an_error() {
 }
 
 /// Proves strings that no template renders to are rejected, with the offending offset.
-/// Mutation check: treat an unknown `<...>` as literal text and the first case parses.
+/// Reasoned mutation (not run as a mutant): treat an unknown `<...>` as literal text and the first
+/// case parses.
 #[test]
 fn parse_rejects_malformed_renderings() {
     assert!(matches!(
@@ -97,8 +101,8 @@ fn parse_rejects_malformed_renderings() {
 
 /// Proves the rendering grammar on fixed examples: wildcards, separator wildcards at the edges,
 /// typed holes inside tokens, and escaped literal `<` and `\`.
-/// Mutation check: swap `SEPARATOR_WILDCARD` handling for whitespace in the parser and the
-/// "<_>a<_>" case yields a different template.
+/// Reasoned mutation (not run as a mutant): swap `SEPARATOR_WILDCARD` handling for whitespace in
+/// the parser and the "<_>a<_>" case yields a different template.
 #[test]
 fn parse_reads_every_slot_kind() {
     let t = Template::parse("<_>a<_>").expect("valid");

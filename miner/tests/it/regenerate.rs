@@ -14,8 +14,8 @@ proptest! {
     /// the regenerating miner's clock panics on any read, so not one event is even stamped,
     /// `ingest_regenerate` has no output to emit through, and the two snapshots are
     /// byte-identical (templates, versions, tree and the event sequence number).
-    /// Mutation check: skip `st.next_seq += 1` when `emit` is false and the snapshots differ;
-    /// read the clock regardless of `emit` and the panicking clock fires.
+    /// Reasoned mutation (not run as a mutant): skip `st.next_seq += 1` when `emit` is false and
+    /// the snapshots differ; read the clock regardless of `emit` and the panicking clock fires.
     #[test]
     fn prop_regeneration_only_emits_nothing_and_reaches_same_state(lines in lines(60)) {
         let mut normal = miner(StepClock::new(0, 1));
@@ -32,8 +32,8 @@ proptest! {
     /// `(S, X]`, then mine above `X` normally; the records and events mined above `X` equal
     /// those of an uninterrupted run (timestamps aside, which a re-mine takes afresh), and the
     /// final state is the same.
-    /// Mutation check: make `ingest_regenerate` return without mining and the templates
-    /// created in `(S, X]` are created again above `X`, with other ids and events.
+    /// Reasoned mutation (not run as a mutant): make `ingest_regenerate` return without mining and
+    /// the templates created in `(S, X]` are created again above `X`, with other ids and events.
     #[test]
     fn prop_recovery_snapshot_regenerate_then_mine_matches_uninterrupted(
         lines in lines(60),

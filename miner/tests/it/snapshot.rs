@@ -88,8 +88,8 @@ proptest! {
     /// template changes for the lines after the cut, and the same final state; the restored
     /// miner adds a definition for each key it uses that it did not create itself, so every
     /// record after the restore has its key defined by the restored process.
-    /// Mutation check: leave `next_seq` out of the snapshot (`#[serde(skip)]`) and the first
-    /// event after the cut restarts at sequence 1.
+    /// Reasoned mutation (not run as a mutant): leave `next_seq` out of the snapshot
+    /// (`#[serde(skip)]`) and the first event after the cut restarts at sequence 1.
     #[test]
     fn prop_snapshot_restore_continue_matches_uninterrupted(lines in lines(60), cut in 0usize..=60) {
         let cut = cut.min(lines.len());
@@ -116,8 +116,9 @@ proptest! {
     /// Proves any single flipped bit, anywhere in a snapshot, is detected (header fields by
     /// their checks, everything else by the CRC32C), so a damaged snapshot always sends the
     /// caller to replay instead of resuming from a wrong state.
-    /// Mutation check: skip the `stored != computed` comparison in `snapshot::decode` and a
-    /// flip inside the payload restores (or fails only by luck in the decoder).
+    /// Reasoned mutation (not run as a mutant): skip the `stored != computed` comparison in
+    /// `snapshot::decode` and a flip inside the payload restores (or fails only by luck in the
+    /// decoder).
     #[test]
     fn prop_corrupt_snapshot_is_detected(lines in lines(30), pos in any::<prop::sample::Index>(), bit in 0u8..8) {
         let mut m = miner(StepClock::new(0, 1));
@@ -129,8 +130,8 @@ proptest! {
     }
 
     /// Proves a truncated snapshot (a torn write) is detected at every length.
-    /// Mutation check: drop the `Truncated` check in `snapshot::decode` and a cut inside the
-    /// header panics on slicing instead of returning an error.
+    /// Reasoned mutation (not run as a mutant): drop the `Truncated` check in `snapshot::decode`
+    /// and a cut inside the header panics on slicing instead of returning an error.
     #[test]
     fn prop_truncated_snapshot_is_detected(lines in lines(30), keep in any::<prop::sample::Index>()) {
         let mut m = miner(StepClock::new(0, 1));
@@ -143,7 +144,8 @@ proptest! {
 
 /// Proves a snapshot of another format version is refused as such, before its checksum is
 /// even considered.
-/// Mutation check: drop the version comparison and this reports a checksum mismatch instead.
+/// Reasoned mutation (not run as a mutant): drop the version comparison and this reports a checksum
+/// mismatch instead.
 #[test]
 fn snapshot_wrong_version_is_rejected() {
     let mut bytes = sample_snapshot();
@@ -157,8 +159,8 @@ fn snapshot_wrong_version_is_rejected() {
 
 /// Proves a sound snapshot of another tenant, or taken under another configuration, is
 /// refused: its state is not the state this tenant and configuration mine to.
-/// Mutation check: remove the config comparison in `snapshot::decode` and the second restore
-/// succeeds.
+/// Reasoned mutation (not run as a mutant): remove the config comparison in `snapshot::decode` and
+/// the second restore succeeds.
 #[test]
 fn snapshot_of_other_tenant_or_config_is_rejected() {
     let bytes = sample_snapshot();
@@ -186,7 +188,8 @@ fn snapshot_of_other_tenant_or_config_is_rejected() {
 /// Proves a snapshot that passes its checksum but breaks the state's invariants (a leaf naming
 /// a template that does not exist; a template of the wrong length for its subtree; a template
 /// string that is no rendering) is refused rather than trusted into an index panic later.
-/// Mutation check: skip `state.check()` in `snapshot::decode` and the first case restores.
+/// Reasoned mutation (not run as a mutant): skip `state.check()` in `snapshot::decode` and the
+/// first case restores.
 #[test]
 fn snapshot_inconsistent_state_is_rejected() {
     let bytes = sample_snapshot();
@@ -226,8 +229,8 @@ fn snapshot_inconsistent_state_is_rejected() {
 
 /// Proves `MinerCluster::restore` installs a sound snapshot and, on a damaged one, returns the
 /// error and leaves the tenant's current state untouched.
-/// Mutation check: remove the tenant's miner before decoding in `MinerCluster::restore` and the
-/// failed restore leaves the tenant empty.
+/// Reasoned mutation (not run as a mutant): remove the tenant's miner before decoding in
+/// `MinerCluster::restore` and the failed restore leaves the tenant empty.
 #[test]
 fn cluster_restore_installs_or_leaves_state_untouched() {
     let mut cluster =

@@ -12,8 +12,9 @@ proptest! {
     /// every line before the panicking one has already reached the caller; the miner's state is
     /// exactly the state after that prefix (the panicking line changed nothing); and resuming at
     /// the panicking line yields, prefix + resumed, exactly the uninterrupted run.
-    /// Mutation check: in `TenantMiner::advance`, read the clock after `st.insert(..)` and the
-    /// state after the panic includes the panicking line's template, so resuming founds it twice.
+    /// Reasoned mutation (not run as a mutant): in `TenantMiner::advance`, read the clock after
+    /// `st.insert(..)` and the state after the panic includes the panicking line's template, so
+    /// resuming founds it twice.
     #[test]
     fn prop_streaming_panic_keeps_mined_prefix(lines in lines(40), k in 0u64..12) {
         let mut reference = miner(GateClock::new(u64::MAX));
@@ -45,8 +46,8 @@ proptest! {
 /// Proves the cluster-level entry point keeps the same promise for one tenant: a panic on the
 /// second line's event leaves the first record with the caller, the tenant's state at the first
 /// line, and the other tenants untouched.
-/// Mutation check: in `MinerCluster::ingest_mined`, collect into a `Vec` and hand the records to
-/// `out` only after the loop, and the prefix is empty after the panic.
+/// Reasoned mutation (not run as a mutant): in `MinerCluster::ingest_mined`, collect into a `Vec`
+/// and hand the records to `out` only after the loop, and the prefix is empty after the panic.
 #[test]
 fn streaming_cluster_panic_keeps_prefix_per_tenant() {
     use ourios_miner::{MinerCluster, MinerConfig};
@@ -74,7 +75,8 @@ fn streaming_cluster_panic_keeps_prefix_per_tenant() {
 
 /// Proves the miner types can move to and be shared between threads (the node keeps a
 /// `MinerCluster` behind a lock and mines on encode workers); a compile-time check.
-/// Mutation check: drop `Send + Sync` from the `Clock` supertraits and this does not compile.
+/// Reasoned mutation (not run as a mutant): drop `Send + Sync` from the `Clock` supertraits and
+/// this does not compile.
 #[test]
 fn streaming_miner_types_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}

@@ -14,8 +14,9 @@ use crate::support::*;
 /// records are back in the buffer — its frontier stays where the store says it may. A later
 /// healthy cut publishes `u` and stamps it.
 ///
-/// Mutation check: make `recoverable::RecoverableBatch`'s `Drop` skip `requeue_unsettled`
-/// and `u`'s records are not back in the buffer after the sweep panic (nor ever published).
+/// Reasoned mutation (not run as a mutant): make `recoverable::RecoverableBatch`'s `Drop` skip
+/// `requeue_unsettled` and `u`'s records are not back in the buffer after the sweep panic (nor ever
+/// published).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_barrier_never_stamps_past_requeued_records() {
     let _scenario = fail::FailScenario::setup();
@@ -55,7 +56,7 @@ async fn rfc0054_barrier_never_stamps_past_requeued_records() {
 /// of `a` in the buffer, yet it must not stamp `a`: its records are not durable. Once the put
 /// returns, the next cut stamps both frames.
 ///
-/// Mutation check: in `core::run_cut`, stamp `through` instead of
+/// Reasoned mutation (not run as a mutant): in `core::run_cut`, stamp `through` instead of
 /// `min(through, unpublished_floor - 1)` and the held cut stamps `a` with its records
 /// still at the gate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

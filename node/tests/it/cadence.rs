@@ -22,8 +22,9 @@ fn cadence_panics(task: &'static str) -> &'static [(&'static str, &'static str)]
 /// stamps the tenant's frontier over all of it. At every step the frontier is only over
 /// records that are in the store (I4).
 ///
-/// Mutation check: in `cadence::sweep_loop`, turn the `Err(e) if e.is_panic()` arm into
-/// `return` and the second `sweep_now` gets `None` ("the sweep loop is running" fails).
+/// Reasoned mutation (not run as a mutant): in `cadence::sweep_loop`, turn the `Err(e) if
+/// e.is_panic()` arm into `return` and the second `sweep_now` gets `None` ("the sweep loop is
+/// running" fails).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_2_sweep_survives_publish_panic_and_later_cut_publishes() {
     let _scenario = fail::FailScenario::setup();
@@ -79,8 +80,9 @@ async fn rfc0054_2_sweep_survives_publish_panic_and_later_cut_publishes() {
 /// (RFC 0058: the accepted-then-panicked units are sealed and found under their key, which is
 /// stronger than RFC 0054's "one extra object per panic"), and the ambiguous puts are counted.
 ///
-/// Mutation check: make `recoverable::RecoverableBatch`'s `Drop` skip `requeue_unsettled`
-/// and the records of the panicking puts are never published: ids are missing at the end.
+/// Reasoned mutation (not run as a mutant): make `recoverable::RecoverableBatch`'s `Drop` skip
+/// `requeue_unsettled` and the records of the panicking puts are never published: ids are missing
+/// at the end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
     let _scenario = fail::FailScenario::setup();
@@ -175,8 +177,8 @@ async fn rfc0054_2_many_consecutive_panicking_ticks_lose_nothing() {
 /// snapshots, so `S <= X` holds at every instant (RFC 0054 describes the mirror case `S > X`);
 /// a crash and restart then republishes nothing at or below the frontier and loses nothing.
 ///
-/// Mutation check: in `core::run_cut`, move the `node::cut::before_stamp` failpoint below the
-/// stamp (`wal.stamp`) and the frontier moves on the panicking cut.
+/// Reasoned mutation (not run as a mutant): in `core::run_cut`, move the `node::cut::before_stamp`
+/// failpoint below the stamp (`wal.stamp`) and the frontier moves on the panicking cut.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_panicking_cut_requeues_advances_no_frontier_next_tick_cuts() {
     let _scenario = fail::FailScenario::setup();

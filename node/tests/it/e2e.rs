@@ -100,8 +100,9 @@ fn tricky_lines() -> Vec<String> {
 /// body that was sent, byte for byte, and carries the sent times, severity, attributes,
 /// resource attributes, trace and span ids.
 ///
-/// Mutation check: in `core::log_record`, take `line.observed_time_unix_nano` as the record
-/// time unconditionally and the times read back differ from the ones sent.
+/// Reasoned mutation (not run as a mutant): in `core::log_record`, take
+/// `line.observed_time_unix_nano` as the record time unconditionally and the times read back differ
+/// from the ones sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_otlp_protobuf_and_json_round_trip() {
     let _scenario = fail::FailScenario::setup();
@@ -210,8 +211,8 @@ async fn e2e_otlp_protobuf_and_json_round_trip() {
 /// (raw, and a small gzip that inflates past it), a broken gzip stream, an unsupported content
 /// type or encoding, and a request with no records. A valid request afterwards is appended.
 ///
-/// Mutation check: in `otlp::decode`, remove the `record_count(&request) == 0` refusal and the
-/// request with no records is acknowledged and appended.
+/// Reasoned mutation (not run as a mutant): in `otlp::decode`, remove the `record_count(&request)
+/// == 0` refusal and the request with no records is acknowledged and appended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_bad_input_is_4xx_and_writes_nothing() {
     let _scenario = fail::FailScenario::setup();

@@ -32,8 +32,9 @@ async fn assert_exactly(store: &FaultyStore, want: &[RecordId]) {
 /// under its key: the store already has it, so nothing is written twice. Before publish
 /// intents, the restart wrote every record again under new keys.
 ///
-/// Mutation check: in `recover` (lib.rs), skip pass 1 (`continue` on every intent frame): the
-/// replayed records are published again under new keys and the ids are stored twice.
+/// Reasoned mutation (not run as a mutant): in `read_intents` (lib.rs), skip pass 1 (`continue` on
+/// every intent frame): the replayed records are published again under new keys and the ids are
+/// stored twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_after_the_put_and_before_the_stamp_republishes_nothing() {
     // Failpoints are process-wide: share the scenario lock with the tests that arm them.
@@ -79,9 +80,10 @@ async fn a_crash_after_the_put_and_before_the_stamp_republishes_nothing() {
 /// unit's intent, sees a record at or below the frontier (it landed), and drops B's records
 /// when B is replayed. Every id once, and the recovery cut stamps B.
 ///
-/// Mutation check: in pass 1 of `recover`, call `expect_sealed` for a landed intent too (drop
-/// the `min_lsn() <= frontier` branch): the unit waits for A's record, which is not replayed,
-/// so it never completes and holds the frontier below B.
+/// Reasoned mutation (not run as a mutant): in `read_intents` (pass 1 of recovery), call
+/// `expect_sealed` for a landed intent too (drop the `min_lsn() <= frontier` branch): the unit
+/// waits for A's record, which is not replayed, so it never completes and holds the frontier below
+/// B.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_intent_that_landed_drops_its_replayed_records() {
     let _scenario = fail::FailScenario::setup();
@@ -114,8 +116,8 @@ async fn an_intent_that_landed_drops_its_replayed_records() {
 /// the intents of their publishes fill many segments; once the cuts stamp the tenant past the
 /// records, the intent horizon passes the intents and the segments are deleted.
 ///
-/// Mutation check: in `run_cut`, drop the `stamp_intent_horizon` call: the intent tenant never
-/// gets marks and no segment holding an intent is ever deleted.
+/// Reasoned mutation (not run as a mutant): in `run_cut`, drop the `stamp_intent_horizon` call: the
+/// intent tenant never gets marks and no segment holding an intent is ever deleted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn intent_frames_are_truncated_once_their_records_are_stamped() {
     // Failpoints are process-wide: share the scenario lock with the tests that arm them.
@@ -173,8 +175,9 @@ async fn the_intent_tenant_is_refused_to_clients() {
 /// crashes before its first publish counts none (they were never put); the same WAL without
 /// the `publish-intents` file (as an earlier release leaves it) counts every replayed record.
 ///
-/// Mutation check: in `Node::start`, drop the `mark_recovered_with_intents` call: the fresh
-/// node's restart counts its replayed records as possible duplicates.
+/// Reasoned mutation (not run as a mutant): in `Node::start`, drop the
+/// `mark_recovered_with_intents` call: the fresh node's restart counts its replayed records as
+/// possible duplicates.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pre_intent_replays_are_counted_only_on_an_upgrade() {
     // Failpoints are process-wide: share the scenario lock with the tests that arm them.

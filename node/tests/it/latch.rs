@@ -14,9 +14,10 @@ use crate::support::*;
 /// the latch is set), its drain takes the requeued record first, it stamps the tenant's
 /// frontier over the whole frame, and it clears the latch — no restart.
 ///
-/// Mutation check: in `core::run_cut`, remove step 0 (the verdict taken before the capture)
-/// and the cut's `all_ok` blames the panic that settled before it: it neither stamps nor
-/// clears. Returning early while the latch is set (RFC 0052's old pre-cut skip) fails too.
+/// Reasoned mutation (not run as a mutant): in `core::run_cut`, remove step 0 (the verdict taken
+/// before the capture) and the cut's `all_ok` blames the panic that settled before it: it neither
+/// stamps nor clears. Returning early while the latch is set (RFC 0052's old pre-cut skip) fails
+/// too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_4_cut_clears_latch_after_recovered_publish_panic() {
     let _scenario = fail::FailScenario::setup();
@@ -74,8 +75,8 @@ async fn rfc0054_4_cut_clears_latch_after_recovered_publish_panic() {
 /// atomics would miss — with the latch already holding the lowest epoch at the capture, so the
 /// report changes only the generation. Each time the next cut clears it.
 ///
-/// Mutation check: in `core::run_cut`, clear against `self.barrier.latch().capture()`
-/// instead of `cut.latch_word()` and both raced clears succeed.
+/// Reasoned mutation (not run as a mutant): in `core::run_cut`, clear against
+/// `self.barrier.latch().capture()` instead of `cut.latch_word()` and both raced clears succeed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_4_report_during_cut_survives_clear() {
     let _scenario = fail::FailScenario::setup();

@@ -17,9 +17,9 @@ use crate::support::*;
 /// only once the barrier counts the cut as blocked in a quiesce, and then the cut has neither
 /// finished nor moved the frontier.
 ///
-/// Mutation check: make `pool::BufferOnly::requeue` drop its items instead of calling
-/// `buffer_only` and the remainder never comes back: ids of frame `a` are missing. Fails if
-/// (reasoned; the barrier's own tests run the mutant): the quiesces returned at once; the cut
+/// Reasoned mutation (not run as a mutant): make `pool::BufferOnly::requeue` drop its items instead
+/// of calling `buffer_only` and the remainder never comes back: ids of frame `a` are missing. Fails
+/// if (reasoned; the barrier's own tests run the mutant): the quiesces returned at once; the cut
 /// would never be seen blocked and the wait times out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
@@ -77,8 +77,9 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
 /// the respawned worker appends both (no `buffer_only` fallback was needed), and the cut
 /// publishes all three frames and stamps the frontier only over them.
 ///
-/// Mutation check: in `pool::supervise`, treat an exit by panic like a normal one (no respawn)
-/// and the pool disconnects: `c` goes through the `buffer_only` fallback, which is counted.
+/// Reasoned mutation (not run as a mutant): in `pool::supervise`, treat an exit by panic like a
+/// normal one (no respawn) and the pool disconnects: `c` goes through the `buffer_only` fallback,
+/// which is counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_submit_after_worker_panic_is_published() {
     let _scenario = fail::FailScenario::setup();

@@ -33,8 +33,8 @@ async fn make_bad_terminal(node: &Node, store: &FaultyStore) -> (Lsn, Lsn) {
 /// `good` keeps getting 200s and its records publish; `bad`'s frontier does not move while
 /// `good`'s does, none of `bad`'s records is in the store, and the terminal gauge names it.
 ///
-/// Mutation check: in `core::Core::ingest`, remove the `is_terminal` refusal and `bad`'s
-/// POST is acknowledged (200) after it became terminal.
+/// Reasoned mutation (not run as a mutant): in `core::Core::ingest`, remove the `is_terminal`
+/// refusal and `bad`'s POST is acknowledged (200) after it became terminal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0056_1_terminal_tenant_refused_by_name_others_served() {
     let _scenario = fail::FailScenario::setup();
@@ -89,8 +89,8 @@ async fn rfc0056_1_terminal_tenant_refused_by_name_others_served() {
 /// publishes every record of `bad` with its events in the store (each body rebuilds from the
 /// events), `bad` is served again, and `good`'s records are not published a second time.
 ///
-/// Mutation check: in `lib::recover`, treat every frame as `RegenerationOnly` (or skip it)
-/// and `bad`'s records never reach the store.
+/// Reasoned mutation (not run as a mutant): in `lib::recover`, treat every frame as
+/// `RegenerationOnly` (or skip it) and `bad`'s records never reach the store.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0056_1_restart_into_repaired_store_publishes_terminal_tenant_with_regenerated_events() {
     let _scenario = fail::FailScenario::setup();

@@ -13,8 +13,8 @@ use crate::rig::Rig;
 /// audit buffer is empty (the event is inside the cut's `RecoverableBatch`), so an
 /// "empty buffer = nothing pending" check would publish; `is_durable_through` refuses it. No
 /// record object exists while the gate holds; after release everything publishes.
-/// Mutation check: make `publish_owned` skip the `is_durable_through` check and a record object
-/// appears while the gate is still closed.
+/// Reasoned mutation (not run as a mutant): make `publish_owned` skip the `is_durable_through`
+/// check and a record object appears while the gate is still closed.
 #[test]
 fn i3_detached_publish_racing_inflight_audit_write_is_refused() {
     let mut rig = Rig::new();

@@ -56,9 +56,9 @@ fn ids_of(parts: &[Partition]) -> Vec<BTreeSet<RecordId>> {
 /// `RecoverableBatch`), its epoch is reported to the latch, the verdict for the epoch is not
 /// ok, and the thread goes on to publish the second partition. The worker's guard is never
 /// touched: it ends normally after the detach.
-/// Mutation check: in `run`, move `item` out of the `catch_unwind` closure (borrow it instead)
-/// and the panicking item is dropped after the unwind: no latch report, verdict reads "failed"
-/// not "panicked".
+/// Reasoned mutation (not run as a mutant): in `run`, move `item` out of the `catch_unwind` closure
+/// (borrow it instead) and the panicking item is dropped after the unwind: no latch report, verdict
+/// reads "failed" not "panicked".
 #[test]
 fn publisher_panic_on_detached_partition_requeues_it_and_thread_continues() {
     let mut rig = Rig::new();
@@ -112,9 +112,9 @@ fn publisher_panic_on_detached_partition_requeues_it_and_thread_continues() {
 /// was queued is parked back into the buffers on its way out, the next enqueue finds the queue
 /// disconnected, parks its partition and respawns the thread behind the slot mutex; quiesce
 /// returns (no guard is left unsettled) and a healthy publish completes.
-/// Mutation check: delete `DrainOnExit`'s loop and the queued items are dropped with the
-/// channel — still requeued by their own `Drop`, but completed as `Failed` rather than
-/// `Parked`; delete the respawn in `send` and `publisher_alive` stays false.
+/// Reasoned mutation (not run as a mutant): delete `DrainOnExit`'s loop and the queued items are
+/// dropped with the channel — still requeued by their own `Drop`, but completed as `Failed` rather
+/// than `Parked`; delete the respawn in `send` and `publisher_alive` stays false.
 #[test]
 fn publisher_dead_thread_is_respawned_and_queue_settled() {
     let mut rig = Rig::new();
@@ -162,9 +162,9 @@ fn publisher_dead_thread_is_respawned_and_queue_settled() {
 /// C.4: after shutdown the queue is disconnected; an enqueue parks its partitions back into
 /// the buffers (completing the shares as parked, so quiesce returns and the verdict fails
 /// closed), and shutdown itself returned.
-/// Mutation check: in `send`, drop the item on a disconnected queue instead of `park(item)`
-/// and the records are missing from the buffer; cargo-mutants: `park` replaced with `()`
-/// (the item's own drop then requeues it, but nothing is counted as parked).
+/// Reasoned mutation (not run as a mutant): in `send`, drop the item on a disconnected queue
+/// instead of `park(item)` and the records are missing from the buffer; cargo-mutants: `park`
+/// replaced with `()` (the item's own drop then requeues it, but nothing is counted as parked).
 #[test]
 fn publisher_enqueue_on_disconnected_queue_parks() {
     let mut rig = Rig::new();

@@ -225,9 +225,10 @@ fn panic_at(point: Point) {
 /// event reachable, settled audit events out, and a later healthy publish completes.
 /// The AuditTaken case panics with the audit buffer already emptied, which the entry point
 /// (AuditTake) never reaches.
-/// Mutation check: in `PublishCoordinator::drain_all`, move `drain_all(drained.record_slot())`
-/// into a local `Vec` pushed into the slot afterwards, and the RecordDrain case loses records;
-/// drop the `Taken` guard's requeue in `take_groups` and the AuditTaken case loses events.
+/// Reasoned mutation (not run as a mutant): in `PublishCoordinator::drain_all`, move
+/// `drain_all(drained.record_slot())` into a local `Vec` pushed into the slot afterwards, and the
+/// RecordDrain case loses records; drop the `Taken` guard's requeue in `take_groups` and the
+/// AuditTaken case loses events.
 #[test]
 fn rfc0054_1_panic_at_each_point_keeps_records_and_unsettled_audit() {
     for point in [
@@ -245,8 +246,8 @@ fn rfc0054_1_panic_at_each_point_keeps_records_and_unsettled_audit() {
 /// the store took the object and after — requeues the unsettled groups, keeps settled groups
 /// out, and the records wait for their events. After a healthy publish the store holds at most
 /// one duplicate audit object, exactly one when the panicking put had been taken.
-/// Mutation check: in `Drained`'s `Drop`, skip the audit requeue and every case loses events;
-/// requeue the settled audit groups too and the duplicate bound fails.
+/// Reasoned mutation (not run as a mutant): in `Drained`'s `Drop`, skip the audit requeue and every
+/// case loses events; requeue the settled audit groups too and the duplicate bound fails.
 #[test]
 fn rfc0054_1_panic_inside_audit_write_first_middle_last() {
     for n in [0, 1, 2] {
@@ -259,8 +260,8 @@ fn rfc0054_1_panic_inside_audit_write_first_middle_last() {
 /// U.1 / U.3 / T.2 (record consumer): a panic in the first, a middle (the third) and the last
 /// partition put requeues the in-flight and later partitions only; the partitions whose put
 /// returned Ok are not written again.
-/// Mutation check: in `RecoverableBatch`'s `Drop`, requeue only `Pending` items (not
-/// `InFlight`) and the in-flight partition is lost.
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch`'s `Drop`, requeue only `Pending`
+/// items (not `InFlight`) and the in-flight partition is lost.
 #[test]
 fn rfc0054_1_panic_inside_record_publish_first_middle_last() {
     for n in [0, 2, 4] {
@@ -271,8 +272,8 @@ fn rfc0054_1_panic_inside_record_publish_first_middle_last() {
 /// RFC0054.3 / U.12: a panic after the store accepted a partition (first, middle, last): the
 /// partition is requeued as ambiguous and counted; published again, every record id is present
 /// at least once and the extras are at most the one object per panic.
-/// Mutation check: make the sinks' `RequeueTarget` ignore `ambiguous` and the count assertion
-/// fails.
+/// Reasoned mutation (not run as a mutant): make the sinks' `RequeueTarget` ignore `ambiguous` and
+/// the count assertion fails.
 #[test]
 fn rfc0054_3_ambiguous_put_at_most_one_duplicate_counted() {
     for n in [0, 2, 4] {
@@ -283,8 +284,8 @@ fn rfc0054_3_ambiguous_put_at_most_one_duplicate_counted() {
 /// U.4 / T.3 through `write_ordered`: the first record put fails transiently and the third
 /// panics: the first, third and later partitions are back in the buffer, the second is not
 /// written again.
-/// Mutation check: in `publish_owned`, collect transient failures in a local `Vec` requeued
-/// after the loop, and the first partition is lost by the panic.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`, collect transient failures in a
+/// local `Vec` requeued after the loop, and the first partition is lost by the panic.
 #[test]
 fn fault_transient_first_put_then_panic_third_requeues_first_and_third_onward() {
     let mut rig = Rig::new();

@@ -87,8 +87,9 @@ fn assert_terminal_path(
 /// RFC0056.1 / A.3: a permanent audit-write failure for tenant `bad` beside a healthy tenant:
 /// `bad`'s records are unpublished, requeued and set aside (terminal), the healthy tenant's
 /// records publish, and later drains — cut drains and sweep drains alike — do not retry `bad`.
-/// Mutation check: delete the `set_aside` call in `apply_audit_outcome` and `bad` is never
-/// terminal (its records are still refused by `is_durable_through`, and later drains retry it).
+/// Reasoned mutation (not run as a mutant): delete the `set_aside` call in `apply_audit_outcome`
+/// and `bad` is never terminal (its records are still refused by `is_durable_through`, and later
+/// drains retry it).
 #[test]
 fn rfc0056_1_permanent_audit_failure_sets_tenant_aside_other_tenant_publishes() {
     let mut rig = Rig::new();
@@ -101,8 +102,8 @@ fn rfc0056_1_permanent_audit_failure_sets_tenant_aside_other_tenant_publishes() 
 
 /// RFC0056.2: an audit event whose partition will not derive (a miner clock before the epoch)
 /// takes the same path as a permanent write failure.
-/// Mutation check: make `write_owned` treat a derive failure as `Retained` and the tenant
-/// never becomes terminal.
+/// Reasoned mutation (not run as a mutant): make `write_owned` treat a derive failure as `Retained`
+/// and the tenant never becomes terminal.
 #[test]
 fn rfc0056_2_underivable_audit_event_takes_the_terminal_path() {
     let mut rig = Rig::new();
@@ -136,7 +137,8 @@ fn rfc0056_2_nanosecond_overflow_event_takes_the_terminal_path() {
 
 /// A transient audit failure retains the tenant (requeued, not terminal), and the next healthy
 /// write publishes everything: retained is not terminal.
-/// Mutation check: map `Retained` to the terminal arm and the tenant is set aside.
+/// Reasoned mutation (not run as a mutant): map `Retained` to the terminal arm and the tenant is
+/// set aside.
 #[test]
 fn rfc0056_transient_audit_failure_retains_not_terminal() {
     let mut rig = Rig::new();
@@ -211,8 +213,8 @@ fn permanent_record_put_failure_makes_the_tenant_terminal() {
 /// passes the target) and not the ceiling (its set-aside bytes are not counted, and when a
 /// healthy tenant's appends pass the ceiling only healthy partitions detach) — and the sweep's
 /// drain skips it; its records stay buffered.
-/// Mutation check: remove the `!terminal.contains(&key.tenant)` condition from the size
-/// trigger in `append` and `bad`'s partitions are detached.
+/// Reasoned mutation (not run as a mutant): remove the `!terminal.contains(&key.tenant)` condition
+/// from the size trigger in `append` and `bad`'s partitions are detached.
 #[test]
 fn rfc0056_a3_terminal_tenant_is_not_detached_by_any_trigger() {
     // One record's estimated bytes, measured on a sink of the same kind.

@@ -146,8 +146,8 @@ fn run_program(ops: Vec<Op>, exercised: &Exercised) -> Result<(), TestCaseError>
 /// errors and panics before and after the store took the object) never lose a record id,
 /// never show a record before its audit event and stay within the duplicate budget; across
 /// the run, faults fired, publishes panicked and ambiguous puts happened.
-/// Mutation check: make `RecoverableBatch`'s `Drop` requeue only `Pending` items (not
-/// `InFlight`) and the no-loss check fails on the first panic inside a put.
+/// Reasoned mutation (not run as a mutant): make `RecoverableBatch`'s `Drop` requeue only `Pending`
+/// items (not `InFlight`) and the no-loss check fails on the first panic inside a put.
 #[test]
 fn sm_publish_protocol_no_loss_bounded_duplicates() {
     let exercised = Exercised::default();

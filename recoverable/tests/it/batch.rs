@@ -25,8 +25,8 @@ fn batch_of(ids: &[u32], target: &Arc<Buffer>) -> RecoverableBatch<u32> {
 
 /// Dropping a batch requeues its `Pending` and `InFlight` items in one call, in order, with the
 /// `InFlight` count as ambiguous; settled and individually requeued items are not requeued.
-/// Mutation check: in `RecoverableBatch::requeue_unsettled`, replace `let ambiguous =
-/// self.in_flight;` with `let ambiguous = self.in_flight + self.pending;`.
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::requeue_unsettled`, replace `let
+/// ambiguous = self.in_flight;` with `let ambiguous = self.in_flight + self.pending;`.
 #[test]
 fn rfc0054_mech_drop_requeues_pending_and_in_flight_once_with_ambiguous() {
     let target = buffer();
@@ -78,8 +78,9 @@ fn rfc0054_mech_drop_requeues_pending_and_in_flight_once_with_ambiguous() {
 
 /// `finish` reports every count and requeues leftovers exactly like `Drop` (once: the drop that
 /// follows inside `finish` hands back nothing more).
-/// Mutation check: in `RecoverableBatch::finish`, report `requeued: self.requeued` taken before
-/// the call to `requeue_unsettled` (the leftovers are then missing from the report).
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::finish`, report `requeued:
+/// self.requeued` taken before the call to `requeue_unsettled` (the leftovers are then missing from
+/// the report).
 #[test]
 fn rfc0054_mech_finish_reports_counts_and_requeues_leftovers_once() {
     let target = buffer();
@@ -128,8 +129,9 @@ fn rfc0054_mech_finish_reports_counts_and_requeues_leftovers_once() {
 
 /// A lease only works on the batch that issued it: using it on another batch panics and leaves
 /// both batches intact, so their drops still requeue everything (nothing lost, nothing twice).
-/// Mutation check: delete the `if` in `RecoverableBatch::check` (the foreign lease then takes
-/// item 0 of the wrong batch, which is `InFlight` too, and that item is lost).
+/// Reasoned mutation (not run as a mutant): delete the `if` in `RecoverableBatch::check` (the
+/// foreign lease then takes item 0 of the wrong batch, which is `InFlight` too, and that item is
+/// lost).
 #[test]
 fn rfc0054_mech_foreign_lease_is_refused_and_strands_nothing() {
     quiet_injected_panics();
@@ -157,9 +159,9 @@ fn rfc0054_mech_foreign_lease_is_refused_and_strands_nothing() {
 
 /// `begin` on an item that is not `Pending` is a programming error: it panics and the batch is
 /// unchanged (its drop still requeues what it holds, the settled item stays out).
-/// Mutation check: in `RecoverableBatch::begin`, move the `if !matches!(..) { not_pending(..) }`
-/// check below the `mem::replace` (the InFlight item is then replaced by the placeholder and
-/// lost).
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::begin`, move the `if
+/// !matches!(..) { not_pending(..) }` check below the `mem::replace` (the InFlight item is then
+/// replaced by the placeholder and lost).
 #[test]
 fn rfc0054_mech_begin_on_non_pending_panics_without_losing_items() {
     let target = buffer();
@@ -184,8 +186,9 @@ fn rfc0054_mech_begin_on_non_pending_panics_without_losing_items() {
 /// `split_off_pending` moves only `Pending` matches (an `InFlight` match stays with its lease);
 /// the two batches then requeue disjoint sets through the same target, and `requeue_pending`
 /// requeues the rest at once (cause `Refused`).
-/// Mutation check: in `split_off_pending`, filter on `Slot::Pending(item) | Slot::InFlight(item)`
-/// (the in-flight item then moves while its lease still points at this batch).
+/// Reasoned mutation (not run as a mutant): in `split_off_pending`, filter on `Slot::Pending(item)
+/// | Slot::InFlight(item)` (the in-flight item then moves while its lease still points at this
+/// batch).
 #[test]
 fn rfc0054_mech_split_off_pending_moves_only_pending_items() {
     let target = buffer();
@@ -207,8 +210,8 @@ fn rfc0054_mech_split_off_pending_moves_only_pending_items() {
 
 /// `item_mut` edits the leased item in place (the sink removes quarantined rows before putting
 /// the remainder); a panic in that put requeues the remainder alone (RFC 0054 §9.4).
-/// Mutation check: in `RecoverableBatch::requeue_unsettled`, select only `Slot::Pending(_)` (the
-/// in-flight remainder is then lost).
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::requeue_unsettled`, select only
+/// `Slot::Pending(_)` (the in-flight remainder is then lost).
 #[test]
 fn rfc0054_mech_item_mut_edits_in_place_and_unwind_requeues_remainder() {
     quiet_injected_panics();
@@ -236,8 +239,8 @@ fn rfc0054_mech_item_mut_edits_in_place_and_unwind_requeues_remainder() {
 
 /// An empty or fully settled batch, and a `Drained` holding empty batches, never call their
 /// target (the contract promises non-empty `items`).
-/// Mutation check: delete the `if items.is_empty() { return; }` in `requeue_from_drop` (the
-/// `Drained` below then hands its targets two empty Vecs).
+/// Reasoned mutation (not run as a mutant): delete the `if items.is_empty() { return; }` in
+/// `requeue_from_drop` (the `Drained` below then hands its targets two empty Vecs).
 #[test]
 fn rfc0054_mech_settled_or_empty_batch_drop_calls_no_target() {
     let target = buffer();

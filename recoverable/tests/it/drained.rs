@@ -255,8 +255,9 @@ fn check_point(point: Point) {
 }
 
 /// Control: no panic publishes everything and requeues nothing.
-/// Mutation check: delete `self.in_flight -= 1` in `RecoverableBatch::take_in_flight`: `finish`
-/// then reports a settled item as ambiguous and the step fails its report assertion.
+/// Reasoned mutation (not run as a mutant): delete `self.in_flight -= 1` in
+/// `RecoverableBatch::take_in_flight`: `finish` then reports a settled item as ambiguous and the
+/// step fails its report assertion.
 #[test]
 fn rfc0054_1_no_panic_publishes_all_requeues_nothing() {
     check_point(Point::Nowhere);
@@ -265,7 +266,8 @@ fn rfc0054_1_no_panic_publishes_all_requeues_nothing() {
 /// A panic between the audit take and the record drain requeues the audit batch the
 /// `Drained` already owns (RFC 0054 §9.5: "a panic inside the second take unwinds with the
 /// audit batch owned by nobody" must not happen).
-/// Mutation check: delete the `self.audit.take()` requeue block in `Drained::drop`.
+/// Reasoned mutation (not run as a mutant): delete the `self.audit.take()` requeue block in
+/// `Drained::drop`.
 #[test]
 fn rfc0054_1_panic_between_takes_requeues_audit() {
     check_point(Point::BetweenTakes);
@@ -273,14 +275,15 @@ fn rfc0054_1_panic_between_takes_requeues_audit() {
 
 /// A panic part-way through the record drain (two partitions moved, sink lock held and so
 /// poisoned) requeues the audit batch, then the two moved partitions.
-/// Mutation check: delete the `self.records.take()` requeue block in `Drained::drop`.
+/// Reasoned mutation (not run as a mutant): delete the `self.records.take()` requeue block in
+/// `Drained::drop`.
 #[test]
 fn rfc0054_1_panic_during_fill_requeues_audit_before_records() {
     check_point(Point::DuringFill);
 }
 
 /// A panic after both takes, before the audit write, requeues audit first, records second.
-/// Mutation check: swap the audit and record blocks in `Drained::drop`.
+/// Reasoned mutation (not run as a mutant): swap the audit and record blocks in `Drained::drop`.
 #[test]
 fn rfc0054_1_panic_before_audit_write_requeues_audit_before_records() {
     check_point(Point::BeforeAudit);
@@ -288,23 +291,26 @@ fn rfc0054_1_panic_before_audit_write_requeues_audit_before_records() {
 
 /// A panic inside the audit write at its first event: that event is ambiguous (accepted, then
 /// the panic) and requeued with the rest; records follow.
-/// Mutation check: make `RecoverableBatch::drop` return without calling `requeue_unsettled`.
+/// Reasoned mutation (not run as a mutant): make `RecoverableBatch::drop` return without calling
+/// `requeue_unsettled`.
 #[test]
 fn rfc0054_1_panic_inside_audit_write_first_requeues_audit_before_records() {
     check_point(Point::InsideAudit(0));
 }
 
 /// A panic inside the audit write at a middle event: the settled first event stays out.
-/// Mutation check: replace `let ambiguous = self.in_flight;` with `let ambiguous = 0;` in
-/// `RecoverableBatch::requeue_unsettled` (the stored-and-requeued event is then uncounted).
+/// Reasoned mutation (not run as a mutant): replace `let ambiguous = self.in_flight;` with `let
+/// ambiguous = 0;` in `RecoverableBatch::requeue_unsettled` (the stored-and-requeued event is then
+/// uncounted).
 #[test]
 fn rfc0054_1_panic_inside_audit_write_middle_requeues_audit_before_records() {
     check_point(Point::InsideAudit(1));
 }
 
 /// A panic inside the audit write at its last event.
-/// Mutation check: in `RecoverableBatch::requeue_unsettled`, select only `Slot::Pending(_)`
-/// (the in-flight last event is then in the store only and its requeue is missing).
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::requeue_unsettled`, select only
+/// `Slot::Pending(_)` (the in-flight last event is then in the store only and its requeue is
+/// missing).
 #[test]
 fn rfc0054_1_panic_inside_audit_write_last_requeues_audit_before_records() {
     check_point(Point::InsideAudit(2));
@@ -312,7 +318,8 @@ fn rfc0054_1_panic_inside_audit_write_last_requeues_audit_before_records() {
 
 /// A panic between the audit write and the record publish requeues the records only; the
 /// settled audit events stay out.
-/// Mutation check: delete the `self.records.take()` requeue block in `Drained::drop`.
+/// Reasoned mutation (not run as a mutant): delete the `self.records.take()` requeue block in
+/// `Drained::drop`.
 #[test]
 fn rfc0054_1_panic_between_consumptions_requeues_records_not_settled_audit() {
     check_point(Point::BetweenConsumptions);
@@ -320,7 +327,8 @@ fn rfc0054_1_panic_between_consumptions_requeues_records_not_settled_audit() {
 
 /// A panic inside the record publish at the first partition: it and the rest are requeued,
 /// one ambiguous.
-/// Mutation check: in `RecoverableBatch::drop`, return without calling `requeue_unsettled`.
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::drop`, return without calling
+/// `requeue_unsettled`.
 #[test]
 fn rfc0054_1_panic_inside_record_publish_first_requeues_it_and_rest() {
     check_point(Point::InsideRecords(0));
@@ -328,15 +336,16 @@ fn rfc0054_1_panic_inside_record_publish_first_requeues_it_and_rest() {
 
 /// A panic inside the record publish at a middle partition: the settled ones stay out (not
 /// written again), the in-flight one (ambiguous) and the rest are requeued.
-/// Mutation check: replace `let ambiguous = self.in_flight;` with `let ambiguous = 0;` in
-/// `RecoverableBatch::requeue_unsettled`.
+/// Reasoned mutation (not run as a mutant): replace `let ambiguous = self.in_flight;` with `let
+/// ambiguous = 0;` in `RecoverableBatch::requeue_unsettled`.
 #[test]
 fn rfc0054_1_panic_inside_record_publish_middle_requeues_only_unsettled() {
     check_point(Point::InsideRecords(2));
 }
 
 /// A panic inside the record publish at the last partition requeues that one alone.
-/// Mutation check: in `RecoverableBatch::requeue_unsettled`, select only `Slot::Pending(_)`.
+/// Reasoned mutation (not run as a mutant): in `RecoverableBatch::requeue_unsettled`, select only
+/// `Slot::Pending(_)`.
 #[test]
 fn rfc0054_1_panic_inside_record_publish_last_requeues_only_last() {
     check_point(Point::InsideRecords(3));
@@ -345,8 +354,8 @@ fn rfc0054_1_panic_inside_record_publish_last_requeues_only_last() {
 /// Draft leg U.4 at the mechanism level: a transient failure on the first put requeues that
 /// partition at once (cause `Refused`), so a panic on the third leaves it requeued too, and
 /// the third and fourth follow with one ambiguous put.
-/// Mutation check: make `RecoverableBatch::requeue` mark the slot `Requeued` without calling the
-/// target (the first partition is then in neither place).
+/// Reasoned mutation (not run as a mutant): make `RecoverableBatch::requeue` mark the slot
+/// `Requeued` without calling the target (the first partition is then in neither place).
 #[test]
 fn rfc0054_u4_transient_first_then_panic_third_leaves_first_requeued() {
     quiet_injected_panics();
@@ -368,9 +377,9 @@ fn rfc0054_u4_transient_first_then_panic_third_leaves_first_requeued() {
 
 /// RFC 0054 §9.5: every normal requeue arm takes what it requeues, so `Drop` handles remaining
 /// ownership only and nothing is requeued twice; the guard still drops last.
-/// Mutation check: delete the `self.record_target.requeue(taken, ..)` call in
-/// `Drained::requeue_records_where` (partitions 0 and 2 then vanish); the moves themselves make a
-/// second requeue of a taken item impossible to write without a `Clone` bound.
+/// Reasoned mutation (not run as a mutant): delete the `self.record_target.requeue(taken, ..)` call
+/// in `Drained::requeue_records_where` (partitions 0 and 2 then vanish); the moves themselves make
+/// a second requeue of a taken item impossible to write without a `Clone` bound.
 #[test]
 fn rfc0054_mech_requeue_arms_take_what_they_requeue_nothing_twice() {
     let fx = Fixture::new();
@@ -396,8 +405,9 @@ fn rfc0054_mech_requeue_arms_take_what_they_requeue_nothing_twice() {
 
 /// `take_records_where` moves only the matching partitions (order kept on both sides); a
 /// panicking predicate moves nothing, and the unwind requeues every partition from `Drained`.
-/// Mutation check: in `take_matching`, drop the pre-evaluation and call `extract_if` with `pred`
-/// directly (the partitions already extracted when `pred` panics are lost).
+/// Reasoned mutation (not run as a mutant): in `take_matching`, drop the pre-evaluation and call
+/// `extract_if` with `pred` directly (the partitions already extracted when `pred` panics are
+/// lost).
 #[test]
 fn rfc0054_mech_take_records_where_panicking_predicate_strands_nothing() {
     quiet_injected_panics();

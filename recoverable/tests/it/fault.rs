@@ -13,9 +13,10 @@ use crate::support::{
 /// The consumer panics while holding the sink's buffer lock (guard declared after the handles,
 /// so the unwind releases, and poisons, it first); the handles' drops then requeue into the
 /// poisoned lock: the target recovers it, every item arrives, no double panic, no abort.
-/// Mutation check: in the test double `Buffer::requeue` (tests/it/support.rs) replace
-/// `lock(&self.items)` with `self.items.lock().unwrap()`: the target then panics inside the
-/// unwind; the handles catch it (no abort) but the items never arrive, and this fails.
+/// Reasoned mutation (not run as a mutant): in the test double `Buffer::requeue`
+/// (tests/it/support.rs) replace `lock(&self.items)` with `self.items.lock().unwrap()`: the target
+/// then panics inside the unwind; the handles catch it (no abort) but the items never arrive, and
+/// this fails.
 #[test]
 fn fault_poisoned_target_still_receives_requeue() {
     quiet_injected_panics();
@@ -63,9 +64,9 @@ fn fault_poisoned_target_still_receives_requeue() {
 /// process does not abort (the handles catch the nested panic), the original panic is the one
 /// that reaches `catch_unwind`, and `Drained` still requeues the records and releases the
 /// guard after the audit target failed.
-/// Mutation check: in `requeue_from_drop`, call `target.requeue(items, cause)` directly instead
-/// of under `catch_unwind` (the test binary then aborts with a panic in a destructor during
-/// cleanup).
+/// Reasoned mutation (not run as a mutant): in `requeue_from_drop`, call `target.requeue(items,
+/// cause)` directly instead of under `catch_unwind` (the test binary then aborts with a panic in a
+/// destructor during cleanup).
 #[test]
 fn fault_panicking_target_in_unwind_does_not_abort() {
     quiet_injected_panics();

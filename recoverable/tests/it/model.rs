@@ -508,8 +508,9 @@ prop_state_machine! {
     /// model after every step: the same requeue calls with the same items, order and cause, and
     /// `ambiguous` equal to the items `InFlight` at the panic; every item in exactly one place;
     /// at the end every item settled out or requeued, exactly once, never both.
-    /// Mutation check: in `RecoverableBatch::requeue_unsettled`, replace `let ambiguous =
-    /// self.in_flight;` with `let ambiguous = 0;` (or select only `Slot::Pending(_)` there).
+    /// Reasoned mutation (not run as a mutant): in `RecoverableBatch::requeue_unsettled`, replace
+    /// `let ambiguous = self.in_flight;` with `let ambiguous = 0;` (or select only
+    /// `Slot::Pending(_)` there).
     #[test]
     fn sm_recoverable_batch_matches_model(sequential 1..40 => BatchTest);
 }

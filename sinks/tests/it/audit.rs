@@ -13,7 +13,7 @@ const DAY: i128 = 24 * HOUR as i128;
 /// not in the store, are not buffered (ownership-settled, dropped), and still read as not
 /// durable, so b's dependent record partition is refused by `publish_owned` while a's publishes.
 ///
-/// Mutation check: in `write_owned`'s `ErrorClass::Permanent` arm, replace
+/// Reasoned mutation (not run as a mutant): in `write_owned`'s `ErrorClass::Permanent` arm, replace
 /// `self.mark_failed(..)` + `settle(.., Dropped)` with `self.mark_durable(&tenant, ..)` (the
 /// pre-RFC silent drop): `is_durable_through(b, ..)` turns true and b's records publish.
 #[test]
@@ -69,9 +69,9 @@ fn rfc0056_1_write_owned_two_tenants_one_permanent() {
 /// without attempting a put, and the healthy tenant is durable. The same for a timestamp past
 /// `i64::MAX` ns (nanosecond overflow).
 ///
-/// Mutation check: in `write_owned`, make the `Err(e)` arm of `group.day` `continue` after
-/// settling without `out.record(.., PermanentlyFailed ..)`: the outcome omits b (reads as nothing
-/// to report) and the assertion on `get(&b)` fails.
+/// Reasoned mutation (not run as a mutant): in `write_owned`, make the `Err(e)` arm of `group.day`
+/// `continue` after settling without `out.record(.., PermanentlyFailed ..)`: the outcome omits b
+/// (reads as nothing to report) and the assertion on `get(&b)` fails.
 #[test]
 fn rfc0056_2_write_owned_pre_epoch_clock_is_permanent_for_tenant() {
     for (ts, expect) in [
@@ -121,9 +121,9 @@ fn rfc0056_2_write_owned_pre_epoch_clock_is_permanent_for_tenant() {
 /// fifth are back in the buffer (ahead of a concurrent emit); the second is durable and is not
 /// written again by the healthy retry.
 ///
-/// Mutation check: in `write_owned`'s `ErrorClass::Transient` arm, replace `batch.requeue(lease)`
-/// with `let _ = batch.settle(lease, Settlement::Dropped)` (a failed group parked outside the
-/// batch): the first group's seq is missing from the buffer after the panic.
+/// Reasoned mutation (not run as a mutant): in `write_owned`'s `ErrorClass::Transient` arm, replace
+/// `batch.requeue(lease)` with `let _ = batch.settle(lease, Settlement::Dropped)` (a failed group
+/// parked outside the batch): the first group's seq is missing from the buffer after the panic.
 #[test]
 fn fault_audit_transient_first_put_then_panic_third_requeues_first_and_third_onward() {
     let rig = Rig::new();
@@ -175,8 +175,8 @@ fn fault_audit_transient_first_put_then_panic_third_requeues_first_and_third_onw
 /// batch (the audit buffer is then empty: the hole where "empty" read as "nothing pending"), and
 /// while their put is in flight (held at a gate); true only after the put returned Ok.
 ///
-/// Mutation check: make `is_durable_through` consult only `buffer` (not `outstanding`): it turns
-/// true as soon as `take_groups` empties the buffer.
+/// Reasoned mutation (not run as a mutant): make `is_durable_through` consult only `buffer` (not
+/// `outstanding`): it turns true as soon as `take_groups` empties the buffer.
 #[test]
 fn i3_is_durable_through_false_while_events_in_flight() {
     let rig = Rig::new();
@@ -208,8 +208,8 @@ fn i3_is_durable_through_false_while_events_in_flight() {
 
 /// The audit Parquet round-trips every kind with its sequence number and fields.
 ///
-/// Mutation check: swap the `template`/`old_template` columns in `encode_audit`'s widened arm:
-/// the decoded widening differs.
+/// Reasoned mutation (not run as a mutant): swap the `template`/`old_template` columns in
+/// `encode_audit`'s widened arm: the decoded widening differs.
 #[test]
 fn audit_parquet_roundtrips_every_kind() {
     let rig = Rig::new();

@@ -277,8 +277,9 @@ proptest! {
     /// is visible before its tenant's audit events up to its watermark, and no key is written
     /// twice; after healing, every non-terminal tenant's record is published or quarantined.
     ///
-    /// Mutation check: delete the `is_durable_through` refusal in `publish_owned` (I3 assertion
-    /// fails), or make `RecordState::put_back` drop `p.records` (loss assertion fails).
+    /// Reasoned mutation (not run as a mutant): delete the `is_durable_through` refusal in
+    /// `publish_owned` (I3 assertion fails), or make `RecordState::put_back` drop `p.records` (loss
+    /// assertion fails).
     #[test]
     fn sm_sinks_no_loss_and_audit_before_records(ops in prop::collection::vec(op(), 1..30)) {
         crate::common::quiet_injected_panics();

@@ -12,8 +12,9 @@ use crate::common::{Rig, T0, block_on_metered, rec, sorted};
 /// counted, the record is held (accounted) until the event is durable, then released; it never
 /// reaches the record store while its neighbour publishes.
 ///
-/// Mutation check: in `SharedParquetSink::quarantine`, skip `st.held.push(..)` (drop the record
-/// at once): `quarantine_held_ids` is empty before the event is durable.
+/// Reasoned mutation (not run as a mutant): in `SharedParquetSink::quarantine`, skip
+/// `st.held.push(..)` (drop the record at once): `quarantine_held_ids` is empty before the event is
+/// durable.
 #[test]
 fn quarantine_derive_failure_emits_event_and_counts() {
     let rig = Rig::new();
@@ -81,8 +82,9 @@ fn quarantine_derive_failure_emits_event_and_counts() {
 /// one partition: `publish_owned` finds exactly those two, quarantines them (events, counter,
 /// held) and puts the six others in one object.
 ///
-/// Mutation check: in `publish_owned`, requeue the whole partition when the first encode fails
-/// instead of calling `find_poisoned`: nothing is durable and the remainder stays buffered.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`, requeue the whole partition when
+/// the first encode fails instead of calling `find_poisoned`: nothing is durable and the remainder
+/// stays buffered.
 #[test]
 fn quarantine_content_rejection_finds_poisoned_records_remainder_publishes() {
     let rig = Rig::new();
@@ -142,9 +144,9 @@ fn quarantine_content_rejection_finds_poisoned_records_remainder_publishes() {
 /// failure (retained) keeps it until the retry succeeds; a permanent one (tenant terminal)
 /// keeps it for good. It is never released, and never published.
 ///
-/// Mutation check: in `release_quarantined`, release on `audit.buffered_seqs(..)` not containing
-/// the seq (the old "empty buffer means nothing pending"): the record is released after the
-/// failed write.
+/// Reasoned mutation (not run as a mutant): in `release_quarantined`, release on
+/// `audit.buffered_seqs(..)` not containing the seq (the old "empty buffer means nothing pending"):
+/// the record is released after the failed write.
 #[test]
 fn quarantine_failed_emission_keeps_record_held() {
     for fault in [Fault::Transient, Fault::Permanent] {
@@ -182,7 +184,8 @@ fn quarantine_failed_emission_keeps_record_held() {
 /// `find_poisoned` locates rejected rows by per-record validation and returns none for clean
 /// input.
 ///
-/// Mutation check: make `validate_record` accept any observed time: index 1 is not reported.
+/// Reasoned mutation (not run as a mutant): make `validate_record` accept any observed time: index
+/// 1 is not reported.
 #[test]
 fn find_poisoned_reports_exactly_the_rejected_indices() {
     let mut records: Vec<_> = (0..4).map(|i| rec("a", 1, i, T0, 0)).collect();

@@ -30,8 +30,9 @@ fn five_partitions(rig: &Rig) -> Vec<ourios_sinks::Partition> {
 /// vector), with the third (in flight) and the fourth and fifth (not started); the second is in
 /// the store and a healthy republish does not write it again. Counted by record id.
 ///
-/// Mutation check: in `publish_owned`'s store-error arm, replace `batch.requeue(lease)` with
-/// `let _ = batch.settle(lease, Settlement::Dropped)`: the first partition's ids vanish.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`'s store-error arm, replace
+/// `batch.requeue(lease)` with `let _ = batch.settle(lease, Settlement::Dropped)`: the first
+/// partition's ids vanish.
 #[test]
 fn fault_transient_first_put_then_panic_third_requeues_first_and_third_onward() {
     let rig = Rig::new();
@@ -90,8 +91,8 @@ fn fault_transient_first_put_then_panic_third_requeues_first_and_third_onward() 
 /// present, the second partition's ids exactly twice (one duplicate per ambiguous put), and the
 /// ambiguous put is counted.
 ///
-/// Mutation check: have the `RequeueTarget` impl for `SharedParquetSink` skip counting
-/// `ambiguous`: the counter assertion fails.
+/// Reasoned mutation (not run as a mutant): have the `RequeueTarget` impl for `SharedParquetSink`
+/// skip counting `ambiguous`: the counter assertion fails.
 #[test]
 fn fault_panic_after_put_requeues_in_flight_and_counts_ambiguous() {
     let rig = Rig::new();
@@ -125,8 +126,8 @@ fn fault_panic_after_put_requeues_in_flight_and_counts_ambiguous() {
 /// written (the audit buffer is empty) is refused and requeued; after `write_owned` makes the
 /// event durable the same partition publishes.
 ///
-/// Mutation check: delete the `is_durable_through` check in `publish_owned`: the record is in
-/// the store while its event is not.
+/// Reasoned mutation (not run as a mutant): delete the `is_durable_through` check in
+/// `publish_owned`: the record is in the store while its event is not.
 #[test]
 fn i3_publish_owned_refuses_partition_while_audit_batch_unwritten() {
     let rig = Rig::new();
@@ -165,8 +166,8 @@ fn i3_publish_owned_refuses_partition_while_audit_batch_unwritten() {
 /// Every field of the record schema round-trips through Parquet and the store (ZSTD on and off),
 /// and the object key is `records/tenant=T/date=YYYY-MM-DD/hour=HH/<unique>.parquet`.
 ///
-/// Mutation check: drop the `with_timezone_utc()` or swap `attributes`/`resource_attributes` in
-/// `record_batch`: the decoded record differs.
+/// Reasoned mutation (not run as a mutant): drop the `with_timezone_utc()` or swap
+/// `attributes`/`resource_attributes` in `record_batch`: the decoded record differs.
 #[test]
 fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
     for zstd in [true, false] {
@@ -215,8 +216,8 @@ fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
 /// be published (a terminal tenant's set-aside bytes stay accounted but do not trip it) and then
 /// detaches every non-terminal partition.
 ///
-/// Mutation check: move the trigger before `st.insert` in `append`: the detached partition lacks
-/// the appended record.
+/// Reasoned mutation (not run as a mutant): move the trigger before `st.insert` in `append`: the
+/// detached partition lacks the appended record.
 #[test]
 fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
     let one = rec("a", 1, 0, T0, 0).estimated_bytes();
@@ -285,8 +286,8 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
 /// accounting and marks it due (so `drain_aged` takes it whatever its age); `park` keeps the
 /// audit watermark.
 ///
-/// Mutation check: in `RecordState::put_back`, append the requeued records after the newer ones:
-/// the order assertion fails.
+/// Reasoned mutation (not run as a mutant): in `RecordState::put_back`, append the requeued records
+/// after the newer ones: the order assertion fails.
 #[test]
 fn requeue_goes_ahead_of_newer_records_restores_accounting_and_marks_due() {
     let rig = Rig::new();
@@ -327,8 +328,8 @@ fn requeue_goes_ahead_of_newer_records_restores_accounting_and_marks_due() {
 /// RFC 0056 §9.3 set-aside: a terminal tenant is skipped by `drain_all`, `drain_aged` and the
 /// audit take; its records and events stay buffered and accounted; the set is listed.
 ///
-/// Mutation check: remove the `!terminal.contains(..)` filter from `drain_where`: the terminal
-/// tenant's partition is drained.
+/// Reasoned mutation (not run as a mutant): remove the `!terminal.contains(..)` filter from
+/// `drain_where`: the terminal tenant's partition is drained.
 #[test]
 fn set_aside_excludes_tenant_from_drains_and_audit_take() {
     let rig = Rig::new();
@@ -365,8 +366,8 @@ fn set_aside_excludes_tenant_from_drains_and_audit_take() {
 /// buffer; dropping the `Drained` requeues them, so no id is lost. A panic at the audit take
 /// removes nothing.
 ///
-/// Mutation check: in `drain_where`, collect removed partitions into a local `Vec` and extend
-/// `slot` after the loop: the first partition is lost by the panic.
+/// Reasoned mutation (not run as a mutant): in `drain_where`, collect removed partitions into a
+/// local `Vec` and extend `slot` after the loop: the first partition is lost by the panic.
 #[test]
 fn fault_drain_panic_between_partitions_keeps_taken_partitions_owned() {
     let _exclusive = crate::common::FAILPOINTS
@@ -408,7 +409,8 @@ fn fault_drain_panic_between_partitions_keeps_taken_partitions_owned() {
 
 /// `PartitionKey::derive` buckets by UTC date and hour and fails past `i64::MAX` ns.
 ///
-/// Mutation check: compute the hour from `nanos % NANOS_PER_HOUR`: the key differs.
+/// Reasoned mutation (not run as a mutant): compute the hour from `nanos % NANOS_PER_HOUR`: the key
+/// differs.
 #[test]
 fn partition_key_derives_utc_date_and_hour_and_rejects_overflow() {
     let key = PartitionKey::derive(&rec("a", 1, 0, T0, 0)).unwrap();
@@ -421,8 +423,8 @@ fn partition_key_derives_utc_date_and_hour_and_rejects_overflow() {
 /// The consuming calls can run on any executor thread: their futures are `Send` (no lock guard
 /// or non-`Send` value is held across an `.await`).
 ///
-/// Mutation check: hold the record-state `MutexGuard` across the `put(..).await` in
-/// `publish_owned`: this test stops compiling.
+/// Reasoned mutation (not run as a mutant): hold the record-state `MutexGuard` across the
+/// `put(..).await` in `publish_owned`: this test stops compiling.
 #[test]
 fn publish_owned_and_write_owned_futures_are_send() {
     fn assert_send<T: Send>(_: &T) {}
@@ -441,8 +443,8 @@ fn publish_owned_and_write_owned_futures_are_send() {
 /// the first in the store and requeues the second and third: the record publish owns its
 /// partitions across a panic that is not the store's.
 ///
-/// Mutation check: in `publish_owned`, `settle` the lease before the failpoint instead of after
-/// the put: the second partition is lost.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`, `settle` the lease before the
+/// failpoint instead of after the put: the second partition is lost.
 #[test]
 fn fault_publish_failpoint_panic_requeues_in_flight_and_pending() {
     let _exclusive = crate::common::FAILPOINTS
@@ -477,8 +479,8 @@ fn fault_publish_failpoint_panic_requeues_in_flight_and_pending() {
 /// up only when a put returns Ok. A cut that stamps below it never crosses unpublished data,
 /// even while a concurrent sweep holds drained partitions (the buffer alone reads empty then).
 ///
-/// Mutation check: in `RecordState::remove`, skip the `out` registration and the floor is
-/// `None` while the drained partitions sit in the batch.
+/// Reasoned mutation (not run as a mutant): in `RecordState::remove`, skip the `out` registration
+/// and the floor is `None` while the drained partitions sit in the batch.
 #[test]
 fn i4_unpublished_floor_covers_buffered_drained_in_flight_and_requeued() {
     let rig = Rig::new();

@@ -158,9 +158,9 @@ fn parquet_files(dir: &Path) -> usize {
 /// first round's only by the process counter: S3 overwrites a key silently, and only the unique
 /// name keeps the first round's rows. The objects are on the server's disk, one per put.
 ///
-/// Mutation check: drop `-{n:08}` from the `format!` in `unique_name` (store.rs): the second
-/// round's put replaces the first round's object for tenant a's 22:00 partition and ids
-/// (1, 0..3) are missing from the read-back.
+/// Reasoned mutation (not run as a mutant): drop `-{n:08}` from the `format!` in `unique_name`
+/// (store.rs): the second round's put replaces the first round's object for tenant a's 22:00
+/// partition and ids (1, 0..3) are missing from the read-back.
 #[test]
 fn s3_records_and_audit_publish_and_read_back_by_id() {
     let _failpoints = FAILPOINTS.read().unwrap_or_else(PoisonError::into_inner);
@@ -236,9 +236,9 @@ fn s3_records_and_audit_publish_and_read_back_by_id() {
 /// failed, and never reports its events durable. Nothing reached the bucket, as a correctly
 /// signed client confirms; that client's own put succeeds, so the rejection was the signature.
 ///
-/// Mutation check: in `classify`, move `E::PermissionDenied { .. }` out of the permanent arm
-/// (it falls to `_ => ErrorClass::Transient`): the rejected put classifies `Transient` (and
-/// `write_owned` would retain the tenant and requeue its events forever).
+/// Reasoned mutation (not run as a mutant): in `classify`, move `E::PermissionDenied { .. }` out of
+/// the permanent arm (it falls to `_ => ErrorClass::Transient`): the rejected put classifies
+/// `Transient` (and `write_owned` would retain the tenant and requeue its events forever).
 #[test]
 fn s3_wrong_secret_is_classified_permanent_and_tenant_audit_fails_permanently() {
     let _failpoints = FAILPOINTS.read().unwrap_or_else(PoisonError::into_inner);
@@ -302,8 +302,8 @@ fn s3_wrong_secret_is_classified_permanent_and_tenant_audit_fails_permanently() 
 /// `ConnectionRefused` (or `ConnectionReset`, if a pooled connection was cut mid-request) at the
 /// end of its source chain.
 ///
-/// Mutation check: in `classify`'s `E::Generic` arm, change the io-kind match's
-/// `_ => ErrorClass::Transient` to `ErrorClass::Permanent`: the refused put classifies
+/// Reasoned mutation (not run as a mutant): in `classify`'s `E::Generic` arm, change the io-kind
+/// match's `_ => ErrorClass::Transient` to `ErrorClass::Permanent`: the refused put classifies
 /// `Permanent` (and the tenant would be made terminal by a restart of its server).
 #[test]
 fn s3_server_gone_is_transient() {

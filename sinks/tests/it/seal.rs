@@ -21,9 +21,9 @@ fn record_keys(rig: &Rig) -> Vec<String> {
 /// apart from a new partition holding the newer record, and the unit is put under the key its
 /// intent named, the only intent it ever got.
 ///
-/// Mutation check: in `RecordState::put_back`, drop the `if p.sealed.is_some()` branch (merge
-/// sealed units like open ones): the drain yields one partition and the unit's intent no longer
-/// names what is put.
+/// Reasoned mutation (not run as a mutant): in `RecordState::put_back`, drop the `if
+/// p.sealed.is_some()` branch (merge sealed units like open ones): the drain yields one partition
+/// and the unit's intent no longer names what is put.
 #[test]
 fn a_sealed_unit_is_never_merged_and_keeps_its_key() {
     let sealer = MemorySealer::new();
@@ -87,8 +87,9 @@ fn a_sealed_unit_is_never_merged_and_keeps_its_key() {
 /// "one duplicate per ambiguous put" becomes none), and the unit's records are counted as
 /// already present.
 ///
-/// Mutation check: in `publish_owned`, treat `AlreadyExists` like any other store error (drop
-/// its arm): the unit is requeued forever and the republish is not `all_durable`.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`, treat `AlreadyExists` like any
+/// other store error (drop its arm): the unit is requeued forever and the republish is not
+/// `all_durable`.
 #[test]
 fn an_ambiguous_put_is_found_under_its_key_and_not_written_twice() {
     let rig = Rig::sealed(MemorySealer::new());
@@ -128,8 +129,8 @@ fn an_ambiguous_put_is_found_under_its_key_and_not_written_twice() {
 /// the partition goes back to the open buffer (not sealed: no intent names it), and the report
 /// says why; once the sealer accepts, the unit is sealed and put.
 ///
-/// Mutation check: in `publish_owned`'s seal-error arm, fall through to the put instead of
-/// `continue`: an object appears with no intent naming it.
+/// Reasoned mutation (not run as a mutant): in `publish_owned`'s seal-error arm, fall through to
+/// the put instead of `continue`: an object appears with no intent naming it.
 #[test]
 fn a_unit_whose_intent_is_refused_is_not_put_and_stays_open() {
     let sealer = MemorySealer::new();
@@ -179,8 +180,8 @@ fn intent(path: &str, ranges: &[(u64, u32, u32)]) -> Intent {
 /// records no intent names are buffered as usual. A record replayed twice does not stand in
 /// for one still missing, and is counted once. After `recovery_done` nothing is routed.
 ///
-/// Mutation check: in `Recovering::unit_of`, return `None` always: the unit's records are
-/// published under a fresh key and the intent's key never appears.
+/// Reasoned mutation (not run as a mutant): in `Recovering::unit_of`, return `None` always: the
+/// unit's records are published under a fresh key and the intent's key never appears.
 #[test]
 fn recovery_routes_replayed_records_to_their_units() {
     let rig = Rig::sealed(MemorySealer::new());

@@ -16,8 +16,8 @@ fn generic_io(kind: std::io::ErrorKind) -> object_store::Error {
 /// The documented classification: credential, request and configuration errors are permanent;
 /// timeouts, connection resets and unknown generic failures are transient.
 ///
-/// Mutation check: map `PermissionDenied` to `Transient` in `classify`: the first assertion
-/// fails.
+/// Reasoned mutation (not run as a mutant): map `PermissionDenied` to `Transient` in `classify`:
+/// the first assertion fails.
 #[test]
 fn classify_permanent_and_transient_errors() {
     let boxed = || -> Box<dyn std::error::Error + Send + Sync> { "x".into() };
@@ -63,8 +63,8 @@ fn classify_permanent_and_transient_errors() {
 /// publishes into and reads back by id; `memory://` works; unknown schemes and relative file
 /// URLs are refused with the URL named; `s3://` without the `aws` feature says so.
 ///
-/// Mutation check: drop the `create_dir_all` in `store_from_url`: the nested directory does not
-/// exist and building fails.
+/// Reasoned mutation (not run as a mutant): drop the `create_dir_all` in `store_from_url`: the
+/// nested directory does not exist and building fails.
 #[test]
 fn store_from_url_file_and_memory_and_refusals() {
     let dir = tempfile::tempdir().unwrap();
@@ -120,7 +120,8 @@ impl ourios_sinks::DirSync for RecordingSync {
 /// directory syncs only its own directory, which holds the new entry. (The power-loss model
 /// cannot see directory creation; this test counts those syncs.)
 ///
-/// Mutation check: replace `Puts::sync_chain` with `Ok(())`: the chain assertion fails.
+/// Reasoned mutation (not run as a mutant): replace `Puts::sync_chain` with `Ok(())`: the chain
+/// assertion fails.
 #[test]
 fn local_put_syncs_the_directory_chain_once() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,8 +185,8 @@ fn local_put_syncs_the_directory_chain_once() {
 /// `AlreadyExists` only after syncing the directory chain, so the caller may settle on it; the
 /// object keeps its first content.
 ///
-/// Mutation check: in `DurableLocalStore::durable_put`, drop the `AlreadyExists` arm (let the
-/// error through unsynced): no directory is synced.
+/// Reasoned mutation (not run as a mutant): in `DurableLocalStore::durable_put`, drop the
+/// `AlreadyExists` arm (let the error through unsynced): no directory is synced.
 #[test]
 fn a_create_only_put_that_finds_its_object_syncs_it_first() {
     use object_store::{ObjectStore, PutMode, PutOptions};
@@ -335,8 +336,8 @@ impl ourios_sinks::LocalFs for ScriptedFs {
 
 /// A staging name that is taken is skipped for the next one, not turned into a failed put.
 ///
-/// Mutation check: in `Puts::put`, make the staging loop's `AlreadyExists` guard `false`: the
-/// put fails (cargo-mutants found this one missed before the test existed).
+/// Reasoned mutation (not run as a mutant): in `Puts::put`, make the staging loop's `AlreadyExists`
+/// guard `false`: the put fails (cargo-mutants found this one missed before the test existed).
 #[test]
 fn a_taken_staging_name_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
@@ -356,9 +357,9 @@ fn a_taken_staging_name_is_skipped() {
 /// Only a taken name answers `AlreadyExists` (which lets a sealed unit settle): a create-only
 /// put whose link fails otherwise is an error of its own, and leaves no staging file or object.
 ///
-/// Mutation check: in `Puts::put`, make the `create && AlreadyExists` guard `true`, or its `&&`
-/// an `||`: the failed link answers `AlreadyExists` (cargo-mutants found both missed before the
-/// test existed).
+/// Reasoned mutation (not run as a mutant): in `Puts::put`, make the `create && AlreadyExists`
+/// guard `true`, or its `&&` an `||`: the failed link answers `AlreadyExists` (cargo-mutants found
+/// both missed before the test existed).
 #[test]
 fn a_failed_link_is_not_already_exists() {
     use object_store::{ObjectStore, PutMode, PutOptions};

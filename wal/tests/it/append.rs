@@ -11,8 +11,8 @@ use ourios_wal::{AppendError, Lsn, OpenError, Wal};
 use crate::common::{config, open, open_faulty, payload, replay_all, tempdir, tenant};
 
 /// Proves appends get consecutive lsns from 1 and replay returns tenant and payload intact.
-/// Mutation check: in `Wal::append`, drop `state.next_lsn += 1` and every frame gets lsn 1
-/// (replay then fails on a non-increasing lsn).
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, drop `state.next_lsn += 1` and every
+/// frame gets lsn 1 (replay then fails on a non-increasing lsn).
 #[test]
 fn append_lsns_start_at_one_and_replay_returns_frames_intact() {
     let dir = tempdir();
@@ -37,9 +37,9 @@ fn append_lsns_start_at_one_and_replay_returns_frames_intact() {
 /// Proves an append is not acknowledged while the sync covering it is still running, and that
 /// one sync covers every append queued behind the one in flight (group commit): 9 appends,
 /// exactly 2 syncs.
-/// Mutation check: in `Wal::append`, return `Ok(lsn)` right after queueing the frame and the
-/// `try_recv` before the release sees acks; make `lead` take only its own frame and `syncs`
-/// becomes 9.
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, return `Ok(lsn)` right after queueing
+/// the frame and the `try_recv` before the release sees acks; make `lead` take only its own frame
+/// and `syncs` becomes 9.
 #[test]
 fn group_commit_one_sync_covers_every_queued_append_and_none_acks_early() {
     let dir = tempdir();
@@ -74,8 +74,9 @@ fn group_commit_one_sync_covers_every_queued_append_and_none_acks_early() {
 
 /// Proves many threads appending at once all get distinct lsns, and replay returns exactly the
 /// acknowledged frames, in strictly increasing lsn order, with their payloads.
-/// Mutation check: in `Wal::lead`, set `state.durable = last` before `write_batch` and frames
-/// can be acknowledged without being written (replay misses some under contention).
+/// Reasoned mutation (not run as a mutant): in `Wal::lead`, set `state.durable = last` before
+/// `write_batch` and frames can be acknowledged without being written (replay misses some under
+/// contention).
 #[test]
 fn group_commit_concurrent_appends_all_replay_in_lsn_order() {
     let dir = tempdir();
@@ -115,8 +116,8 @@ fn group_commit_concurrent_appends_all_replay_in_lsn_order() {
 
 /// Proves a frame above `max_frame_bytes` is refused with the tenant and sizes named, and
 /// nothing is written for it (the next lsn is unchanged).
-/// Mutation check: remove the `.filter(...)` on the frame size in `Wal::append` and the large
-/// frame is accepted.
+/// Reasoned mutation (not run as a mutant): remove the `.filter(...)` on the frame size in
+/// `Wal::append` and the large frame is accepted.
 #[test]
 fn append_frame_too_large_is_refused_and_nothing_is_written() {
     let dir = tempdir();
@@ -136,8 +137,8 @@ fn append_frame_too_large_is_refused_and_nothing_is_written() {
 }
 
 /// Proves lsns continue above the last frame after a reopen (global monotonic across runs).
-/// Mutation check: in `Wal::open_with_io`, start `next_lsn` at 1 and the post-reopen append
-/// returns lsn 1 (and the reopen after it fails on a non-increasing lsn).
+/// Reasoned mutation (not run as a mutant): in `Wal::open_with_io`, start `next_lsn` at 1 and the
+/// post-reopen append returns lsn 1 (and the reopen after it fails on a non-increasing lsn).
 #[test]
 fn append_lsns_continue_above_the_last_frame_after_reopen() {
     let dir = tempdir();
@@ -159,8 +160,8 @@ fn append_lsns_continue_above_the_last_frame_after_reopen() {
 
 /// Proves a second open of a directory that is already open is refused (two writers would
 /// interleave frames and lsns).
-/// Mutation check: make `StdIo::lock_dir` return the file without `try_lock` and the second
-/// open succeeds.
+/// Reasoned mutation (not run as a mutant): make `StdIo::lock_dir` return the file without
+/// `try_lock` and the second open succeeds.
 #[test]
 fn open_refuses_a_directory_another_wal_has_open() {
     let dir = tempdir();

@@ -57,10 +57,10 @@ fn parse(line: &str, round: u64) -> Option<(u64, Ack)> {
 /// replay, every round's acknowledgements are above all earlier ones, marks files always
 /// decode (open never fails), and each installed snapshot is the one written for its lsn with
 /// `S_t <= X_t`. Set `OURIOS_CRASH_SEED` to replay a failing seed.
-/// Mutation check: in `Wal::append`, return `Ok(lsn)` right after queueing the frame (before
-/// any leader writes it): a kill between the printed ack and the write leaves acknowledged
-/// lsns missing on reopen. (SIGKILL keeps the page cache, so this test cannot see a missing
-/// `fdatasync`; the fault tests cover the sync ordering.)
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, return `Ok(lsn)` right after queueing
+/// the frame (before any leader writes it): a kill between the printed ack and the write leaves
+/// acknowledged lsns missing on reopen. (SIGKILL keeps the page cache, so this test cannot see a
+/// missing `fdatasync`; the fault tests cover the sync ordering.)
 #[test]
 fn crash_sigkill_at_random_moments_loses_no_acknowledged_frame() {
     let dir = tempdir();

@@ -32,8 +32,9 @@ fn queue_behind(
 /// `Failed` with stage `Sync` and the batch's lsn range), the append acknowledged by the sync
 /// before it stays acknowledged, every later append is refused as `Poisoned`, and a reopen
 /// finds the acknowledged frames and accepts appends again.
-/// Mutation check: in `Wal::append`, drop the `covered` test (always `Poisoned`) and the four
-/// waiters get the wrong error; in `Wal::lead`, ignore the `Err` arm and they are acknowledged.
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, drop the `covered` test (always
+/// `Poisoned`) and the four waiters get the wrong error; in `Wal::lead`, ignore the `Err` arm and
+/// they are acknowledged.
 #[test]
 fn fault_failed_sync_fails_every_waiter_it_covered_and_nothing_after_is_acked() {
     let dir = tempdir();
@@ -80,8 +81,8 @@ fn fault_failed_sync_fails_every_waiter_it_covered_and_nothing_after_is_acked() 
 /// Proves a write that fails part-way fails its frame, poisons the WAL, and leaves a partial
 /// frame that the next open treats as a torn tail: cut at the end of the last whole frame,
 /// reported, and the earlier frames intact.
-/// Mutation check: in `segment::scan_one`, return the corruption error for tearable problems
-/// in the newest segment too and the reopen fails instead of healing.
+/// Reasoned mutation (not run as a mutant): in `segment::scan_one`, return the corruption error for
+/// tearable problems in the newest segment too and the reopen fails instead of healing.
 #[test]
 fn fault_failed_write_poisons_and_reopen_truncates_the_partial_frame() {
     let dir = tempdir();
@@ -114,8 +115,8 @@ fn fault_failed_write_poisons_and_reopen_truncates_the_partial_frame() {
 /// Proves a panic inside the commit (here: inside the sync) does not hang the other waiters of
 /// its batch: the panicking thread unwinds, the other waiter gets `Failed` with stage `Panic`,
 /// and later appends are refused.
-/// Mutation check: set `done = true` on `LeadGuard` before `write_batch` and the other waiter
-/// blocks forever (the test hangs).
+/// Reasoned mutation (not run as a mutant): set `done = true` on `LeadGuard` before `write_batch`
+/// and the other waiter blocks forever (the test hangs).
 #[test]
 fn fault_commit_leader_panic_fails_its_batch_and_poisons() {
     let dir = tempdir();
@@ -149,7 +150,8 @@ fn fault_commit_leader_panic_fails_its_batch_and_poisons() {
 /// Proves the directory is fsynced when a rotation creates a segment, before any frame in it
 /// is acknowledged: failing that directory sync fails the append that rotated, with stage
 /// `Rotate`, and poisons the WAL.
-/// Mutation check: remove `io.sync_dir(dir)?` from `create_segment` and the append succeeds.
+/// Reasoned mutation (not run as a mutant): remove `io.sync_dir(dir)?` from `create_segment` and
+/// the append succeeds.
 #[test]
 fn fault_failed_directory_sync_on_rotation_fails_the_batch() {
     let dir = tempdir();
@@ -170,8 +172,8 @@ fn fault_failed_directory_sync_on_rotation_fails_the_batch() {
 
 /// Proves an explicit rotation that fails (segment creation refused) reports the failure and
 /// leaves the WAL read-only, and that `rotate` on a poisoned WAL is refused.
-/// Mutation check: in `Wal::rotate`, skip recording the failure in the commit state and the
-/// append after it succeeds.
+/// Reasoned mutation (not run as a mutant): in `Wal::rotate`, skip recording the failure in the
+/// commit state and the append after it succeeds.
 #[test]
 fn fault_failed_explicit_rotation_poisons() {
     let dir = tempdir();
@@ -189,8 +191,8 @@ fn fault_failed_explicit_rotation_poisons() {
 
 /// Proves concurrent appenders released at once behind a failing sync all see an error and none
 /// an acknowledgement: with every sync failing, no append from eight threads succeeds.
-/// Mutation check: in `Wal::append`, check `state.durable >= lsn` after the failure test is
-/// removed and a waiter spins forever or returns Ok.
+/// Reasoned mutation (not run as a mutant): in `Wal::append`, check `state.durable >= lsn` after
+/// the failure test is removed and a waiter spins forever or returns Ok.
 #[test]
 fn fault_no_append_is_acknowledged_when_its_sync_fails_under_contention() {
     let dir = tempdir();

@@ -23,7 +23,8 @@ fn wal_with_frames(dir: &std::path::Path, n: u64) -> Wal {
 
 /// Proves a stamped frontier and snapshot survive a reopen exactly (`X_t`, `S_t` and the
 /// snapshot bytes).
-/// Mutation check: skip `commit_renames` for the marks files and the reopened frontier is 0.
+/// Reasoned mutation (not run as a mutant): skip `commit_renames` for the marks files and the
+/// reopened frontier is 0.
 #[test]
 fn marks_frontier_and_snapshot_persist_across_reopen() {
     let dir = tempdir();
@@ -67,8 +68,8 @@ fn marks_frontier_and_snapshot_persist_across_reopen() {
 
 /// Proves frontiers and snapshot marks never move back: a lower stamp is ignored and reported
 /// `Unchanged`/`Stale`, in memory and on disk.
-/// Mutation check: replace `current.frontier.max(target)` with `target` in `Wal::stamp` and
-/// the frontier regresses to 2.
+/// Reasoned mutation (not run as a mutant): replace `current.frontier.max(target)` with `target` in
+/// `Wal::stamp` and the frontier regresses to 2.
 #[test]
 fn marks_regression_is_ignored_not_applied() {
     let dir = tempdir();
@@ -108,7 +109,8 @@ fn marks_regression_is_ignored_not_applied() {
 
 /// Proves a frontier above the durable lsn is refused before anything is written, even for the
 /// other tenants of the same call; so is a tenant listed twice.
-/// Mutation check: remove the `s.frontier > durable` check and tenant `a` is stamped to 9.
+/// Reasoned mutation (not run as a mutant): remove the `s.frontier > durable` check and tenant `a`
+/// is stamped to 9.
 #[test]
 fn marks_frontier_beyond_the_durable_lsn_is_refused_atomically() {
     let dir = tempdir();
@@ -155,8 +157,8 @@ fn marks_frontier_beyond_the_durable_lsn_is_refused_atomically() {
 /// Proves a failure while persisting (temp file sync, rename) leaves the old frontier both in
 /// memory and on disk, and a failed directory sync leaves memory at the old value (memory never
 /// claims more than is durable; the disk may hold either value).
-/// Mutation check: in `Wal::stamp`, update the in-memory frontier before `commit_renames` and
-/// the in-memory frontier is 3 after the failure.
+/// Reasoned mutation (not run as a mutant): in `Wal::stamp`, update the in-memory frontier before
+/// `commit_renames` and the in-memory frontier is 3 after the failure.
 #[test]
 fn marks_failed_persist_keeps_the_old_marks() {
     for point in [FaultPoint::Sync, FaultPoint::Rename, FaultPoint::DirSync] {
@@ -188,8 +190,9 @@ fn marks_failed_persist_keeps_the_old_marks() {
 /// Proves a corrupt snapshot file is discarded on open (reported, `S_t = 0`, no snapshot to
 /// read) and the tenant then replays in full: frames up to `X_t` in regeneration-only mode
 /// instead of skipped.
-/// Mutation check: in `marks::load`, keep the snapshot lsn when decoding fails (e.g. use the
-/// frontier) and the frames come back `Skipped` with no state to restore them from.
+/// Reasoned mutation (not run as a mutant): in `marks::load`, keep the snapshot lsn when decoding
+/// fails (e.g. use the frontier) and the frames come back `Skipped` with no state to restore them
+/// from.
 #[test]
 fn marks_corrupt_snapshot_is_discarded_and_the_tenant_replays_in_full() {
     let dir = tempdir();
@@ -224,7 +227,8 @@ fn marks_corrupt_snapshot_is_discarded_and_the_tenant_replays_in_full() {
 /// Proves a damaged marks file fails open with the file named (it is replaced atomically, so
 /// damage is not a torn write and must not silently reset the frontier), and that leftover
 /// temporary files from an interrupted stamp are removed.
-/// Mutation check: in `marks::load`, map a failed decode to frontier 0 and the open succeeds.
+/// Reasoned mutation (not run as a mutant): in `marks::load`, map a failed decode to frontier 0 and
+/// the open succeeds.
 #[test]
 fn marks_damaged_marks_file_fails_open_and_leftover_temp_files_are_removed() {
     let dir = tempdir();
@@ -252,8 +256,8 @@ fn marks_damaged_marks_file_fails_open_and_leftover_temp_files_are_removed() {
 /// Proves a hold keeps every later stamp below the held frame (clamped to `frame - 1` and
 /// reported `Held`), several holds keep the lowest, and a snapshot at the requested position
 /// is then not installed because it would be ahead of the clamped frontier.
-/// Mutation check: in `Marks::cap`, return `self.hold` (not `hold - 1`) and the frontier
-/// reaches the held frame.
+/// Reasoned mutation (not run as a mutant): in `Marks::cap`, return `self.hold` (not `hold - 1`)
+/// and the frontier reaches the held frame.
 #[test]
 fn hold_clamps_the_frontier_below_the_lowest_held_frame() {
     let dir = tempdir();
@@ -297,8 +301,8 @@ fn hold_clamps_the_frontier_below_the_lowest_held_frame() {
 
 /// Proves a hold on a frame the frontier already reached is reported, not silently accepted,
 /// and that holds are cleared by reopening (in memory only).
-/// Mutation check: drop the `entry.frontier >= frame` test in `Wal::hold` and it reports
-/// `Held` for a frame already stamped past.
+/// Reasoned mutation (not run as a mutant): drop the `entry.frontier >= frame` test in `Wal::hold`
+/// and it reports `Held` for a frame already stamped past.
 #[test]
 fn hold_already_past_is_reported_and_holds_clear_on_reopen() {
     let dir = tempdir();

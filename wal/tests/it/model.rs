@@ -284,8 +284,9 @@ proptest! {
     /// else), with the model's modes; marks and holds match; a cut inside a frame is reported
     /// as a torn tail at the last whole frame with the exact byte count; appends continue
     /// above every surviving lsn and frontier.
-    /// Mutation check: in `Wal::open_with_io`, compute `next_lsn` without `max_mark` and a
-    /// cut that removes stamped frames lets new frames reuse lsns at or below a frontier.
+    /// Reasoned mutation (not run as a mutant): in `Wal::open_with_io`, compute `next_lsn` without
+    /// `max_mark` and a cut that removes stamped frames lets new frames reuse lsns at or below a
+    /// frontier.
     #[test]
     fn sm_wal_matches_model(ops in prop::collection::vec(op(), 1..40)) {
         run(ops)?;
@@ -295,8 +296,8 @@ proptest! {
     /// open naming that segment and the offset of the frame it hit (0 for the header); in the
     /// newest segment it is a torn tail only if it hit the last frame (which alone is dropped),
     /// and otherwise an error naming the frame and the valid frame after it.
-    /// Mutation check: in `segment::scan_one`, treat every segment as newest and flips in
-    /// sealed segments heal silently instead of failing.
+    /// Reasoned mutation (not run as a mutant): in `segment::scan_one`, treat every segment as
+    /// newest and flips in sealed segments heal silently instead of failing.
     #[test]
     fn prop_flipped_byte_heals_only_as_a_torn_tail_of_the_newest_segment(
         sealed_lens in prop::collection::vec(1..200usize, 1..5),

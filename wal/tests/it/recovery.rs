@@ -51,8 +51,8 @@ fn cut(path: &Path, len: u64) {
 /// Proves a partial last frame on the newest segment is cut at the end of the last whole
 /// frame, reported with offset and size, the whole frames survive, and a second open finds
 /// nothing left to heal.
-/// Mutation check: in `segment::scan_one`, skip `io.truncate(...)` and the second open reports
-/// the same torn tail again (and the file keeps its length).
+/// Reasoned mutation (not run as a mutant): in `segment::scan_one`, skip `io.truncate(...)` and the
+/// second open reports the same torn tail again (and the file keeps its length).
 #[test]
 fn recovery_partial_last_frame_is_a_torn_tail_cut_and_reported() {
     let dir = tempdir();
@@ -72,7 +72,8 @@ fn recovery_partial_last_frame_is_a_torn_tail_cut_and_reported() {
 }
 
 /// Proves zeros after the last frame (a preallocated or never-written region) are a torn tail.
-/// Mutation check: treat `LengthTooSmall` as not tearable in `scan_one` and the open fails.
+/// Reasoned mutation (not run as a mutant): treat `LengthTooSmall` as not tearable in `scan_one`
+/// and the open fails.
 #[test]
 fn recovery_zeroed_tail_is_a_torn_tail() {
     let dir = tempdir();
@@ -88,8 +89,8 @@ fn recovery_zeroed_tail_is_a_torn_tail() {
 
 /// Proves a checksum mismatch in the last frame of the newest segment, with nothing valid
 /// after it, is a torn tail: that frame is dropped, the others kept.
-/// Mutation check: make `find_valid_frame` return `Some(0)` always and this open fails as
-/// corruption.
+/// Reasoned mutation (not run as a mutant): make `find_valid_frame` return `Some(0)` always and
+/// this open fails as corruption.
 #[test]
 fn recovery_bad_checksum_in_the_last_frame_is_a_torn_tail() {
     let dir = tempdir();
@@ -107,8 +108,8 @@ fn recovery_bad_checksum_in_the_last_frame_is_a_torn_tail() {
 /// Proves a bad frame in the middle of the newest segment, with valid frames after it, is not
 /// healed: open fails naming the segment, the bad frame's offset and where the next valid
 /// frame is, and the file is left untouched.
-/// Mutation check: in `scan_one`, skip the `valid_frame_after` check and the open truncates
-/// three acknowledged frames away.
+/// Reasoned mutation (not run as a mutant): in `scan_one`, skip the `valid_frame_after` check and
+/// the open truncates three acknowledged frames away.
 #[test]
 fn recovery_bad_frame_followed_by_valid_frames_is_corruption_not_a_torn_tail() {
     let dir = tempdir();
@@ -146,8 +147,8 @@ fn recovery_bad_frame_followed_by_valid_frames_is_corruption_not_a_torn_tail() {
 
 /// Proves damage in a sealed (not newest) segment is always corruption, even in its last
 /// frame: a flipped byte and a cut tail both fail open with that segment and offset.
-/// Mutation check: in `scan_one`, pass `newest = true` for every segment and both cases heal
-/// silently, losing acknowledged frames.
+/// Reasoned mutation (not run as a mutant): in `scan_one`, pass `newest = true` for every segment
+/// and both cases heal silently, losing acknowledged frames.
 #[test]
 fn recovery_damage_in_a_sealed_segment_is_an_error_naming_segment_and_offset() {
     for damage in ["flip", "cut"] {
@@ -186,8 +187,8 @@ fn recovery_damage_in_a_sealed_segment_is_an_error_naming_segment_and_offset() {
 
 /// Proves a newest segment whose header was torn (a crash right after creating it) is removed
 /// and reported, and appends continue above the frames of the previous segment.
-/// Mutation check: in `scan_one`, return `Corruption::Header` for the newest segment too and
-/// the open fails.
+/// Reasoned mutation (not run as a mutant): in `scan_one`, return `Corruption::Header` for the
+/// newest segment too and the open fails.
 #[test]
 fn recovery_torn_header_of_the_newest_segment_is_removed() {
     let dir = tempdir();
@@ -210,7 +211,8 @@ fn recovery_torn_header_of_the_newest_segment_is_removed() {
 }
 
 /// Proves a damaged header on a sealed segment is corruption at offset 0.
-/// Mutation check: drop the magic comparison in `decode_segment_header` and the open succeeds.
+/// Reasoned mutation (not run as a mutant): drop the magic comparison in `decode_segment_header`
+/// and the open succeeds.
 #[test]
 fn recovery_damaged_header_of_a_sealed_segment_is_an_error() {
     let dir = tempdir();

@@ -8,8 +8,8 @@ use crate::common::{open, payload, replay_all, tempdir, tenant};
 /// Proves each frame gets the mode of its own tenant's marks, across a reopen: tenant `a`
 /// (`S = 4`, `X = 8`) has skipped, regeneration-only and normal frames; tenant `b` (never
 /// stamped) is all normal; tenant `c` (`X = 9`, no snapshot) is regeneration-only up to 9.
-/// Mutation check: in `Marks::mode`, compare `lsn <= self.frontier` first and `a`'s first
-/// frames come back `RegenerationOnly` instead of `Skipped`.
+/// Reasoned mutation (not run as a mutant): in `Marks::mode`, compare `lsn <= self.frontier` first
+/// and `a`'s first frames come back `RegenerationOnly` instead of `Skipped`.
 #[test]
 fn replay_mode_follows_each_tenants_snapshot_and_frontier() {
     let dir = tempdir();
@@ -53,8 +53,8 @@ fn replay_mode_follows_each_tenants_snapshot_and_frontier() {
 
 /// Proves a replay covers the WAL as it stood when it began: frames appended during it are not
 /// returned by it (and are by the next replay).
-/// Mutation check: in `Wal::begin_replay`, report `u64::MAX` as each segment's length and the
-/// first replay fails reading past the synced end.
+/// Reasoned mutation (not run as a mutant): in `Wal::begin_replay`, report `u64::MAX` as each
+/// segment's length and the first replay fails reading past the synced end.
 #[test]
 fn replay_covers_the_wal_as_it_stood_when_it_began() {
     let dir = tempdir();

@@ -15,8 +15,8 @@ fn base_of(path: &std::path::Path) -> u64 {
 /// Proves size rotation seals a segment before a frame would take it past the limit: every
 /// segment but the last is within the limit and holds as many frames as fit, and each file is
 /// named by the lsn of its first frame.
-/// Mutation check: drop `too_big` from the rotation condition in `write_batch` and everything
-/// lands in one segment.
+/// Reasoned mutation (not run as a mutant): drop `too_big` from the rotation condition in
+/// `write_batch` and everything lands in one segment.
 #[test]
 fn rotation_by_size_keeps_segments_within_the_limit() {
     let dir = tempdir();
@@ -40,8 +40,8 @@ fn rotation_by_size_keeps_segments_within_the_limit() {
 
 /// Proves age rotation: with a zero age every append after the first seals the segment before
 /// writing, and with a long age nothing rotates.
-/// Mutation check: drop `too_old` from the rotation condition in `write_batch` and the
-/// zero-age WAL keeps one segment.
+/// Reasoned mutation (not run as a mutant): drop `too_old` from the rotation condition in
+/// `write_batch` and the zero-age WAL keeps one segment.
 #[test]
 fn rotation_by_age_seals_segments_older_than_the_limit() {
     for (age, expected) in [(Duration::ZERO, 5), (Duration::from_secs(3600), 1)] {
@@ -58,8 +58,8 @@ fn rotation_by_age_seals_segments_older_than_the_limit() {
 
 /// Proves an explicit rotation seals the active segment when it holds frames (and reports
 /// `false` when it holds none), and frames continue, in order, in the new segment.
-/// Mutation check: in `Wal::rotate`, use `log.active.meta.base` as the new base and the new
-/// segment is named below its first frame's lsn (reopen then refuses the overlap).
+/// Reasoned mutation (not run as a mutant): in `Wal::rotate`, use `log.active.meta.base` as the new
+/// base and the new segment is named below its first frame's lsn (reopen then refuses the overlap).
 #[test]
 fn rotation_on_request_seals_the_active_segment() {
     let dir = tempdir();
@@ -91,8 +91,8 @@ fn rotation_on_request_seals_the_active_segment() {
 
 /// Proves a frame larger than the segment limit is still written (alone in its segment)
 /// rather than refused or split, and an empty active segment is not sealed for it.
-/// Mutation check: drop `active.meta.has_frames()` from the rotation condition in
-/// `write_batch` and the empty first segment is sealed before the big frame (one extra
+/// Reasoned mutation (not run as a mutant): drop `active.meta.has_frames()` from the rotation
+/// condition in `write_batch` and the empty first segment is sealed before the big frame (one extra
 /// segment).
 #[test]
 fn rotation_a_frame_larger_than_a_segment_gets_its_own_segment() {

@@ -4,7 +4,8 @@ use ourios_wal::{MAX_TENANT_LEN, TenantId, TenantIdError};
 
 /// Proves every allowed byte and both length bounds are accepted, including ids that look like
 /// path components (`.`, `..`), which the WAL turns into file names with a suffix.
-/// Mutation check: drop `b'.'` from `is_tenant_byte` and `"a.b"` is refused.
+/// Reasoned mutation (not run as a mutant): drop `b'.'` from `is_tenant_byte` and `"a.b"` is
+/// refused.
 #[test]
 fn tenant_valid_ids_are_accepted() {
     for ok in [
@@ -25,8 +26,9 @@ fn tenant_valid_ids_are_accepted() {
 }
 
 /// Proves empty, 65-byte and out-of-set ids are refused and the message quotes the value.
-/// Mutation check: change `value.len() > MAX_TENANT_LEN` to `>=` and the 64-byte id in
-/// `tenant_valid_ids_are_accepted` fails; remove the `BadByte` check and `"a/b"` passes here.
+/// Reasoned mutation (not run as a mutant): change `value.len() > MAX_TENANT_LEN` to `>=` and the
+/// 64-byte id in `tenant_valid_ids_are_accepted` fails; remove the `BadByte` check and `"a/b"`
+/// passes here.
 #[test]
 fn tenant_invalid_ids_are_refused_with_the_value_named() {
     assert_eq!(TenantId::new(""), Err(TenantIdError::Empty));

@@ -34,7 +34,7 @@ fn stamp_all(wal: &Wal, tenants: &[TenantId], snapshots: bool) {
 /// frames of 4 KiB (2.4 MiB, about 150 segments of 16 KiB) never leave more than 8 segment
 /// files on disk. The same run with frontiers but no snapshots (`S_t = 0`) keeps every
 /// segment: truncation uses `min(X_t, S_t)`.
-/// Mutation check: in `Wal::truncate`, use `mk.frontier` instead of
+/// Reasoned mutation (not run as a mutant): in `Wal::truncate`, use `mk.frontier` instead of
 /// `mk.frontier.min(mk.snapshot)` and the no-snapshot run deletes segments; skip the deletion
 /// and the bounded run grows to about 150 files.
 #[test]
@@ -72,8 +72,8 @@ fn truncate_disk_use_stays_bounded_while_frontiers_advance() {
 /// Proves a segment is kept while any tenant with frames in it has not passed them, segments
 /// holding only passed tenants are deleted even if that leaves a gap, the WAL reopens over the
 /// gap, and the kept segment goes once that tenant passes it.
-/// Mutation check: in `Wal::truncate`, test `any` instead of `all` tenants and the segment
-/// holding `b`'s unpublished frame is deleted (its frame is missing after reopen).
+/// Reasoned mutation (not run as a mutant): in `Wal::truncate`, test `any` instead of `all` tenants
+/// and the segment holding `b`'s unpublished frame is deleted (its frame is missing after reopen).
 #[test]
 fn truncate_keeps_segments_a_tenant_has_not_passed() {
     let dir = tempdir();
@@ -107,8 +107,8 @@ fn truncate_keeps_segments_a_tenant_has_not_passed() {
 
 /// Proves the active segment is never deleted, even when every tenant has passed all of it,
 /// and appends continue after truncation.
-/// Mutation check: include the active segment's metadata in the candidates of
-/// `Wal::truncate` and the WAL loses its only segment file.
+/// Reasoned mutation (not run as a mutant): include the active segment's metadata in the candidates
+/// of `Wal::truncate` and the WAL loses its only segment file.
 #[test]
 fn truncate_never_deletes_the_active_segment() {
     let dir = tempdir();
@@ -125,8 +125,8 @@ fn truncate_never_deletes_the_active_segment() {
 
 /// Proves truncation defers while a replay is reading (it would delete files under it), and
 /// runs once the replay is dropped.
-/// Mutation check: drop the `replays_live > 0` check and the first truncate deletes the sealed
-/// segment mid-replay.
+/// Reasoned mutation (not run as a mutant): drop the `replays_live > 0` check and the first
+/// truncate deletes the sealed segment mid-replay.
 #[test]
 fn truncate_defers_while_a_replay_is_live() {
     let dir = tempdir();
