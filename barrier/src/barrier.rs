@@ -574,6 +574,21 @@ impl Barrier {
         verdict
     }
 
+    /// Absorbs the failures of every publish that settled before this call: waits until no
+    /// encode batch or publish tagged at or below the current epoch E is outstanding, then
+    /// forgets their failures (nobody's verdict gets them), and returns E. New work moves on to
+    /// E+1 first, as in a cut, so the wait is bounded under load; the epoch advances by one.
+    ///
+    /// For a cut that drains after its own capture (RFC 0054 §9.6): a failed or panicked
+    /// publish requeues its records before it settles, so they are back in the buffers and the
+    /// cut's drain takes them; only a publish that settles after this returns can fail the
+    /// cut's verdict.
+    pub fn absorb_settled(&self) -> u32 {
+        let cut = self.begin_cut();
+        let _absorbed = self.quiesce_publishes(&cut);
+        cut.epoch()
+    }
+
     /// A consistent snapshot of the counters, for export and tests.
     #[must_use]
     pub fn stats(&self) -> BarrierStats {

@@ -596,17 +596,13 @@ impl Core {
     /// earlier epochs still in flight); only a publish that settles after the capture fails the
     /// cut's `all_ok(E)`.
     ///
-    /// (It takes a verdict of its own, so a cut advances the epoch twice; a barrier operation
-    /// that hands over the settled failures without a cut would save one.)
+    /// (`Barrier::absorb_settled` advances the epoch too, to bound its wait: a cut advances it
+    /// twice.)
     async fn absorb_settled_failures(&self) {
-        let settled = self.barrier.begin_cut();
-        let settled_epoch = settled.epoch();
         let barrier = Arc::clone(&self.barrier);
-        tokio::task::spawn_blocking(move || {
-            let _ = barrier.quiesce_publishes(&settled);
-        })
-        .await
-        .expect("quiesce does not panic");
+        let settled_epoch = tokio::task::spawn_blocking(move || barrier.absorb_settled())
+            .await
+            .expect("absorbing does not panic");
         // The failures that verdict absorbed are not this cut's either (RFC 0059.15).
         let _ = self.coordinator.failures().take_through(settled_epoch);
     }

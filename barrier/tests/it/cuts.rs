@@ -98,6 +98,47 @@ fn rfc0052_quiesce_publishes_waits_for_exactly_the_publishes_through_e() {
     publisher.join().unwrap();
 }
 
+/// `absorb_settled` hands the failures of publishes that settled before it to nobody: a failed
+/// publish tagged E, then `absorb_settled` (returning E), then a cut: the cut's verdict is ok.
+/// A publish that fails after the absorb still fails the next cut.
+/// Mutation check (cargo-mutants): `absorb_settled` replaced with `0` or with `1`: the epoch
+/// it returns is wrong, and (no quiesce) the absorbed failure reaches the cut's verdict.
+#[test]
+fn absorb_settled_forgets_settled_failures_and_keeps_later_ones() {
+    let _watchdog = crate::support::watchdog();
+    let barrier = Barrier::new();
+    for _ in 0..2 {
+        let cut = barrier.begin_cut();
+        assert!(barrier.quiesce_publishes(&cut).all_ok(cut.epoch()));
+    }
+    let e = barrier.barrier_epoch();
+    barrier.enter_publish().complete(PublishOutcome::Failed);
+    assert_eq!(
+        barrier.absorb_settled(),
+        e,
+        "it absorbs through the epoch current at the call"
+    );
+    assert_eq!(
+        barrier.barrier_epoch(),
+        e + 1,
+        "and moves new work on by one"
+    );
+    let cut = barrier.begin_cut();
+    assert!(
+        barrier.quiesce_publishes(&cut).all_ok(cut.epoch()),
+        "the settled failure was absorbed"
+    );
+    barrier.enter_publish().complete(PublishOutcome::Failed);
+    let _ = barrier.absorb_settled();
+    let late = barrier.enter_publish();
+    late.complete(PublishOutcome::Failed);
+    let cut = barrier.begin_cut();
+    assert!(
+        !barrier.quiesce_publishes(&cut).all_ok(cut.epoch()),
+        "a failure after the absorb is the cut's"
+    );
+}
+
 /// RFC0052.verdict: failures are scoped by epoch. A publish tagged E+1 that failed before cut
 /// E's verdict does not fail cut E; it fails cut E+1; and a failure record is forgotten once a
 /// verdict consumed it, so cut E+2 is ok again.
