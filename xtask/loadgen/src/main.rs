@@ -9,8 +9,7 @@
 //! client and HTTP ceiling of this machine), and writes a markdown table.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -398,68 +397,42 @@ fn run_load(load: &Load, args: &RunArgs) -> Result<RunResult> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The null server: what HTTP on loopback costs with no work behind it.
+// The null server: what HTTP on loopback costs with no work behind it, on the node's own HTTP
+// stack (axum on a two-worker tokio runtime, bodies read whole and unlimited) so the baseline
+// carries the same per-request cost the node does.
 
 fn null_server(listen: SocketAddr, ready_file: Option<&Path>) -> Result<()> {
-    let listener = TcpListener::bind(listen).with_context(|| format!("binding {listen}"))?;
-    let addr = listener.local_addr()?;
-    eprintln!("null-server: serving on http://{addr}");
-    if let Some(path) = ready_file {
-        // The node's ready-file shape, written aside and renamed like the node's.
-        let aside = path.with_extension("partial");
-        std::fs::write(
-            &aside,
-            format!(r#"{{"listen":"{addr}","pid":{}}}"#, std::process::id()),
-        )?;
-        std::fs::rename(&aside, path)?;
-    }
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        thread::spawn(move || {
-            let _ = serve_null(stream);
-        });
-    }
-    Ok(())
-}
-
-fn serve_null(stream: TcpStream) -> std::io::Result<()> {
-    stream.set_nodelay(true)?;
-    let mut writer = stream.try_clone()?;
-    let mut reader = BufReader::with_capacity(64 << 10, stream);
-    let mut line = String::new();
-    let mut sink = vec![0u8; 64 << 10];
-    loop {
-        line.clear();
-        if reader.read_line(&mut line)? == 0 {
-            return Ok(());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        let addr = listener.local_addr()?;
+        eprintln!("null-server: serving on http://{addr}");
+        if let Some(path) = ready_file {
+            // The node's ready-file shape, written aside and renamed like the node's.
+            let aside = path.with_extension("partial");
+            std::fs::write(
+                &aside,
+                format!(r#"{{"listen":"{addr}","pid":{}}}"#, std::process::id()),
+            )?;
+            std::fs::rename(&aside, path)?;
         }
-        let mut length = 0usize;
-        loop {
-            line.clear();
-            if reader.read_line(&mut line)? == 0 {
-                return Ok(());
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':')
-                && k.eq_ignore_ascii_case("content-length")
-            {
-                length = v.trim().parse().map_err(std::io::Error::other)?;
-            }
-        }
-        while length > 0 {
-            let n = reader.read(&mut sink[..length.min(64 << 10)])?;
-            if n == 0 {
-                return Ok(());
-            }
-            length -= n;
-        }
-        writer.write_all(
-            b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
-        )?;
-    }
+        let app = axum::Router::new()
+            .fallback(|body: axum::body::Bytes| async move {
+                std::hint::black_box(body.len());
+                (
+                    [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
+                    "",
+                )
+            })
+            .layer(axum::extract::DefaultBodyLimit::disable());
+        axum::serve(listener, app).await?;
+        Ok(())
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
