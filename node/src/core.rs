@@ -5,8 +5,6 @@
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
-
-use ourios_recoverable::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -14,6 +12,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use ourios_barrier::{Barrier, PublishOutcome};
 use ourios_miner::{AuditEventKind, Clock, MinerConfig, TenantMiner};
 use ourios_publisher::PublishCoordinator;
+use ourios_recoverable::lock;
 use ourios_sinks::{AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant};
 use ourios_wal::{Lsn, Stamp, TenantId, Wal};
 

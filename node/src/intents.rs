@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use ourios_recoverable::lock;
-
 use ourios_sinks::{Intent, Sealer};
 use ourios_wal::{Lsn, TenantId, Wal};
 

@@ -20,8 +20,6 @@ mod server;
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-use ourios_recoverable::lock;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use anyhow::Context;
@@ -29,6 +27,7 @@ use object_store::ObjectStore;
 use ourios_barrier::Barrier;
 use ourios_miner::{Clock, MinerConfig, SystemClock, TenantMiner};
 use ourios_publisher::{PublishCoordinator, PublisherConfig};
+use ourios_recoverable::lock;
 use ourios_sinks::{AuditSinkConfig, RecordSinkConfig, SharedParquetAuditSink, SharedParquetSink};
 use ourios_wal::{ReplayMode, TenantId, Wal, WalConfig};
 use tokio::sync::{mpsc, watch};

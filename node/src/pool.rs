@@ -16,14 +16,12 @@
 //!   counts `ourios.ingest.encode_fallback`.
 
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
-
-use ourios_recoverable::lock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use ourios_barrier::{BatchGuard, Guarded};
 use ourios_publisher::PublishCoordinator;
-use ourios_recoverable::{RecoverableBatch, RequeueCause, RequeueTarget, Settlement};
+use ourios_recoverable::{RecoverableBatch, RequeueCause, RequeueTarget, Settlement, lock};
 use ourios_sinks::{AppendOutcome, LogRecord, SharedParquetSink};
 
 use crate::metrics;

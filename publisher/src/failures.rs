@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use ourios_recoverable::lock;
-
 use ourios_sinks::Tenant;
 
 /// The failures of settled publishes, by epoch.

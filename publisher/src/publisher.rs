@@ -15,7 +15,6 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
-
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
@@ -200,8 +199,8 @@ impl PublishCoordinator {
     }
 }
 
-/// Parks a detached item: the partition goes back into the buffers (the sink records the
-/// current epoch and keeps the audit watermark) before its token completes.
+/// Parks a detached item: the partition goes back into the buffers (the sink keeps its audit
+/// watermark) before its token completes.
 fn park(item: Detached) {
     let (mut batch, token) = item.into_parts();
     let n = batch.requeue_pending();
