@@ -32,8 +32,9 @@ pub struct ServeArgs {
     /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].
     #[arg(long, env = "OURIOS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// Object store URL: file:///path, memory://, s3://bucket/prefix[?endpoint=...&region=...]
-    /// (S3 options are object_store's keys) [default: file://DATA_DIR/store].
+    /// Object store URL: file:///path, memory://, s3://bucket/prefix, gs://bucket/prefix or
+    /// az://container/prefix, with object_store's settings as query options
+    /// (?endpoint=...&region=...) [default: file://DATA_DIR/store].
     #[arg(long, env = "OURIOS_STORE")]
     pub store: Option<String>,
     /// Tenant used when a request has no X-Scope-OrgID header [default: default].

@@ -68,10 +68,11 @@ pub enum StoreError {
 ///   put returns once the object and its directory chain are synced ([`DurableLocalStore`]).
 /// - `s3://bucket[/prefix][?option=value&...]` : Amazon S3 or a compatible server, configured
 ///   from the usual `AWS_*` environment variables, then the URL's options (`endpoint`,
-///   `region`, `allow_http`, ...); keys live below `prefix`. Only with the `aws` feature.
+///   `region`, `allow_http`, ...); keys live below `prefix`. With the `aws` feature.
+/// - `gs://bucket[/prefix]` (`GOOGLE_*`, feature `gcp`) and `az://container[/prefix]` or the
+///   Azure https forms (`AZURE_*`, feature `azure`), the same way.
 ///
-/// Google Cloud Storage, Azure and plain HTTP URLs are refused by name: this build does not
-/// include their clients.
+/// A scheme whose feature is off is refused naming the feature; plain HTTP stores are refused.
 pub fn store_from_url(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
     let parsed = url::Url::parse(url).map_err(|source| StoreError::NotAUrl {
         url: url.to_owned(),
@@ -105,58 +106,104 @@ pub fn store_from_url(url: &str) -> Result<Arc<dyn ObjectStore>, StoreError> {
             })?;
             Ok(Arc::new(fs))
         }
-        ObjectStoreScheme::AmazonS3 => {
+        ObjectStoreScheme::Http => Err(unsupported(
+            "plain http(s) object stores are not supported; use s3://, gs:// or az://",
+        )),
+        scheme => {
             let mut base = parsed.clone();
             base.set_query(None);
-            s3(url, &base, &prefix, options)
+            cloud(scheme, url, &base, &prefix, options)
         }
-        _ => Err(unsupported(
-            "this build stores to memory://, file:///dir or s3://bucket/prefix only",
-        )),
     }
 }
 
-#[cfg(feature = "aws")]
-fn s3(
+/// A cloud store from its `object_store` builder: the environment first (`from_env`), then
+/// the URL (`with_url`), then each query option by the builder's configuration key (an unknown
+/// key is refused by name), wrapped below the URL's path as a prefix.
+#[cfg(any(feature = "aws", feature = "gcp", feature = "azure"))]
+macro_rules! cloud_store {
+    ($builder:ty, $key:ty, $url:expr, $base:expr, $prefix:expr, $options:expr) => {{
+        let mut builder = <$builder>::from_env().with_url($base.as_str());
+        for (key, value) in $options {
+            let Ok(config) = key.to_ascii_lowercase().parse::<$key>() else {
+                return Err(StoreError::UnknownOption {
+                    url: $url.to_owned(),
+                    key,
+                });
+            };
+            builder = builder.with_config(config, value);
+        }
+        let store = builder.build().map_err(|source| StoreError::Build {
+            url: $url.to_owned(),
+            source,
+        })?;
+        let store: Arc<dyn ObjectStore> = if $prefix.as_ref().is_empty() {
+            Arc::new(store)
+        } else {
+            Arc::new(object_store::prefix::PrefixStore::new(
+                store,
+                $prefix.clone(),
+            ))
+        };
+        Ok(store)
+    }};
+}
+
+/// A cloud scheme's store, or a refusal naming the feature this build lacks.
+fn cloud(
+    scheme: ObjectStoreScheme,
     url: &str,
     base: &url::Url,
     prefix: &Path,
     options: Vec<(String, String)>,
 ) -> Result<Arc<dyn ObjectStore>, StoreError> {
-    use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-    use object_store::prefix::PrefixStore;
-    let mut builder = AmazonS3Builder::from_env().with_url(base.as_str());
-    for (key, value) in options {
-        let Ok(config) = key.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() else {
-            return Err(StoreError::UnknownOption {
-                url: url.to_owned(),
-                key,
-            });
-        };
-        builder = builder.with_config(config, value);
+    let _ = (base, prefix, &options);
+    let missing = |hint| {
+        Err(StoreError::UnsupportedScheme {
+            url: url.to_owned(),
+            hint,
+        })
+    };
+    match scheme {
+        #[cfg(feature = "aws")]
+        ObjectStoreScheme::AmazonS3 => cloud_store!(
+            object_store::aws::AmazonS3Builder,
+            object_store::aws::AmazonS3ConfigKey,
+            url,
+            base,
+            prefix,
+            options
+        ),
+        #[cfg(feature = "gcp")]
+        ObjectStoreScheme::GoogleCloudStorage => cloud_store!(
+            object_store::gcp::GoogleCloudStorageBuilder,
+            object_store::gcp::GoogleConfigKey,
+            url,
+            base,
+            prefix,
+            options
+        ),
+        #[cfg(feature = "azure")]
+        ObjectStoreScheme::MicrosoftAzure => cloud_store!(
+            object_store::azure::MicrosoftAzureBuilder,
+            object_store::azure::AzureConfigKey,
+            url,
+            base,
+            prefix,
+            options
+        ),
+        #[cfg(not(feature = "aws"))]
+        ObjectStoreScheme::AmazonS3 => missing("s3:// needs the `aws` feature of ourios-sinks"),
+        #[cfg(not(feature = "gcp"))]
+        ObjectStoreScheme::GoogleCloudStorage => {
+            missing("gs:// needs the `gcp` feature of ourios-sinks")
+        }
+        #[cfg(not(feature = "azure"))]
+        ObjectStoreScheme::MicrosoftAzure => {
+            missing("az:// (and the Azure https forms) need the `azure` feature of ourios-sinks")
+        }
+        _ => missing("expected memory://, file:///dir, s3://, gs:// or az:// URLs"),
     }
-    let s3 = builder.build().map_err(|source| StoreError::Build {
-        url: url.to_owned(),
-        source,
-    })?;
-    if prefix.as_ref().is_empty() {
-        Ok(Arc::new(s3))
-    } else {
-        Ok(Arc::new(PrefixStore::new(s3, prefix.clone())))
-    }
-}
-
-#[cfg(not(feature = "aws"))]
-fn s3(
-    url: &str,
-    _base: &url::Url,
-    _prefix: &Path,
-    _options: Vec<(String, String)>,
-) -> Result<Arc<dyn ObjectStore>, StoreError> {
-    Err(StoreError::UnsupportedScheme {
-        url: url.to_owned(),
-        hint: "s3:// needs the `aws` feature of ourios-sinks",
-    })
 }
 
 /// Whether a store error may succeed on a later attempt.
