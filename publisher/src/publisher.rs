@@ -106,6 +106,7 @@ impl PublishCoordinator {
         // Weak: the thread must not keep alive the state that holds its own sender, or it
         // would outlive every handle (a cycle only `close` broke).
         let inner = Arc::downgrade(&self.inner);
+        let runtime = self.inner.runtime.clone();
         let reason = if state.generation == 0 {
             "start"
         } else {
@@ -115,7 +116,7 @@ impl PublishCoordinator {
         let generation = state.generation;
         let thread = std::thread::Builder::new()
             .name(format!("ourios-publisher-{generation}"))
-            .spawn(move || run(inner, rx))
+            .spawn(move || run(inner, runtime, rx))
             .expect("spawning the publisher thread (out of threads is not recoverable here)");
         ::metrics::counter!(metrics::PUBLISHER_SPAWNS, "reason" => reason).increment(1);
         state.tx = Some(tx);
@@ -229,11 +230,8 @@ impl Drop for DrainOnExit {
 /// at a time: once every handle is gone the state drops, its sender with it, `recv` fails and
 /// the thread ends; items still queued are parked (their batches requeue into the sink, which
 /// they hold themselves).
-fn run(inner: Weak<Inner>, rx: Receiver<Detached>) {
+fn run(inner: Weak<Inner>, runtime: tokio::runtime::Handle, rx: Receiver<Detached>) {
     let queue = DrainOnExit { rx };
-    let Some(runtime) = inner.upgrade().map(|i| i.runtime.clone()) else {
-        return;
-    };
     let _enter = runtime.enter();
     while let Ok(item) = queue.rx.recv() {
         ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
