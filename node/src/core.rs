@@ -12,7 +12,7 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use ourios_barrier::{Barrier, PublishOutcome};
 use ourios_miner::{AuditEventKind, Clock, MinerConfig, TenantMiner};
 use ourios_publisher::PublishCoordinator;
-use ourios_recoverable::lock;
+use ourios_recoverable::{lock, panic_message};
 use ourios_sinks::{AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant};
 use ourios_wal::{Lsn, Stamp, TenantId, Wal};
 
@@ -378,7 +378,7 @@ impl Core {
                     let Some(line) = lines.get(i as usize) else {
                         return; // the panic followed the last handoff
                     };
-                    let why = format!("miner panicked: {}", panic_text(panic.as_ref()));
+                    let why = format!("miner panicked: {}", panic_message(panic.as_ref()));
                     tracing::error!(
                         %tenant,
                         lsn = lsn.0,
@@ -396,7 +396,7 @@ impl Core {
                     take(ourios_miner::Mined::whole(
                         tenant,
                         &line.body,
-                        now_unix_nanos(),
+                        self.clock.now_unix_nanos(),
                     ));
                 }
             }));
@@ -439,7 +439,7 @@ impl Core {
             .increment(1);
         let _ = self.records.audit().emit(AuditEvent {
             tenant: tenant.clone(),
-            timestamp_unix_nanos: now_unix_nanos(),
+            timestamp_unix_nanos: self.clock.now_unix_nanos(),
             kind: AuditKind::RecordQuarantined {
                 record_id,
                 partition_key: format!("tenant={tenant}/kept_whole"),
@@ -463,7 +463,12 @@ impl Core {
         //    Tenant by tenant, each under its own miner's lock (the tenants' map is only
         //    copied): a snapshot is encoded only for a tenant that mined since its installed
         //    one, and encoding it stops no other tenant.
-        let captured = self.capture();
+        //    Off the async workers: encoding a snapshot can take a while, and a tenant's miner
+        //    lock may be held by a blocking ingest. A panic in it is the cut's own, resumed.
+        let core = Arc::clone(self);
+        let captured = tokio::task::spawn_blocking(move || core.capture())
+            .await
+            .unwrap_or_else(|e| resume_unwind(e.into_panic()));
         let cut = self.barrier.begin_cut();
         let epoch = cut.epoch();
         let barrier = Arc::clone(&self.barrier);
@@ -746,7 +751,6 @@ impl Core {
     }
 }
 
-/// The miner's audit event as the sink stores it.
 /// Records the tenants a sweep's or cut's drain did not make durable, under its guard's epoch,
 /// before the guard settles (RFC 0059.15).
 pub(crate) fn record_failures(
@@ -764,22 +768,7 @@ pub(crate) fn record_failures(
     }
 }
 
-/// The wall clock in nanoseconds since the Unix epoch (0 before it).
-fn now_unix_nanos() -> i128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i128)
-}
-
-/// The text of a panic payload (`&str` or `String`), or a placeholder.
-fn panic_text(payload: &(dyn std::any::Any + Send)) -> &str {
-    payload
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("a panic without a message")
-}
-
+/// The miner's audit event as the sink stores it.
 pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
     let kind = match event.kind {
         AuditEventKind::TemplateCreated {

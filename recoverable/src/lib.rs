@@ -49,6 +49,16 @@ pub use batch::{BatchReport, ItemState, Lease, RecoverableBatch, Settlement};
 pub use drained::Drained;
 pub use target::{RequeueCause, RequeueTarget};
 
+/// The text of a panic payload (a `&str` or a `String`, as `panic!` makes them), or a
+/// placeholder for any other payload: for a caught panic's log line or event.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 /// Locks `mutex`, recovering it if a panicking holder poisoned it.
 ///
 /// A requeue target must never panic (it runs in `Drop` during an unwind), and every state the

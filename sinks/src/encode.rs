@@ -393,18 +393,9 @@ fn encode_records_in(
     }))
     .unwrap_or_else(|panic| {
         Err(EncodeError::Panicked {
-            message: panic_message(panic.as_ref()),
+            message: ourios_recoverable::panic_message(panic.as_ref()).to_owned(),
         })
     })
-}
-
-/// The text of a panic payload (`&str` or `String`), or a placeholder.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// Find the records the encoder rejects: each per-record check first, then, if the rest still
