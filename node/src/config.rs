@@ -121,8 +121,8 @@ pub struct Config {
     pub data_dir: PathBuf,
     /// Object store URL.
     pub store: String,
-    /// Tenant for requests without `X-Scope-OrgID`.
-    pub default_tenant: String,
+    /// Tenant for requests without `X-Scope-OrgID` (validated by the WAL's rule).
+    pub default_tenant: ourios_wal::TenantId,
     /// Request body limit.
     pub max_body_bytes: usize,
     /// Records per request limit.
@@ -207,17 +207,24 @@ impl Config {
             .clone()
             .or(file.store)
             .unwrap_or_else(|| default_store(&data_dir));
+        let default_tenant = args
+            .default_tenant
+            .clone()
+            .or(file.default_tenant)
+            .unwrap_or_else(|| "default".into());
+        let default_tenant =
+            ourios_wal::TenantId::new(&default_tenant).map_err(|_| ConfigError::Invalid {
+                field: "default_tenant",
+                value: default_tenant,
+                why: "must be 1-64 bytes of [A-Za-z0-9_.-]",
+            })?;
         let cfg = Config {
             listen: args
                 .listen
                 .or(file.listen)
                 .unwrap_or_else(|| "127.0.0.1:4318".parse().expect("literal")),
             store,
-            default_tenant: args
-                .default_tenant
-                .clone()
-                .or(file.default_tenant)
-                .unwrap_or_else(|| "default".into()),
+            default_tenant,
             max_body_bytes: args
                 .max_body_bytes
                 .or(file.max_body_bytes)
@@ -334,13 +341,6 @@ impl Config {
                 &self.log_filter,
                 "must be a level (error, warn, info, debug, trace) or tracing directives such \
                  as `info,ourios_node=debug`",
-            );
-        }
-        if ourios_wal::TenantId::new(&self.default_tenant).is_err() {
-            return bad(
-                "default_tenant",
-                &self.default_tenant,
-                "must be 1-64 bytes of [A-Za-z0-9_.-]",
             );
         }
         Ok(())

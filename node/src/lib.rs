@@ -295,9 +295,7 @@ impl Node {
         let app = server::router(server::AppState {
             core: Arc::clone(&core),
             metrics: metrics_handle,
-            default_tenant: TenantId::new(&config.default_tenant).with_context(|| {
-                format!("default_tenant {:?} is not a tenant", config.default_tenant)
-            })?,
+            default_tenant: config.default_tenant.clone(),
             max_body_bytes: config.max_body_bytes,
             max_records: config.max_records_per_request,
             admission: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_requests)),
