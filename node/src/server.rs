@@ -263,15 +263,11 @@ fn json(status: StatusCode, body: serde_json::Value) -> Response {
         .into_response()
 }
 
-/// An error as a client reads it: its message and every cause after it, joined by `: ` (each
-/// error says only its own part, the cause is its `source`).
+/// An error as a client reads it: its message and every cause after it (anyhow's walk of the
+/// `source` chain), joined by `: `; each error says only its own part.
 pub(crate) fn said(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
+    anyhow::Chain::new(e)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }
