@@ -193,14 +193,9 @@ impl TenantMiner {
     /// The record of a line past the template cap: [`Mined::whole`], its key's definition
     /// emitted once per process. The state does not change.
     fn overflow(&mut self, line: &str) -> Mined {
-        let template_key = TemplateKey::of(&self.state.tenant, TOKEN_WILDCARD);
-        let timestamp =
-            (!self.defined.contains(&template_key)).then(|| self.clock.now_unix_nanos());
-        let mut mined = Mined::whole(&self.state.tenant, line, timestamp.unwrap_or(0));
-        if timestamp.is_some() {
-            self.defined.insert(template_key);
-        } else {
-            mined.event = None;
+        let mut mined = Mined::whole(&self.state.tenant, line, self.clock.now_unix_nanos());
+        if !self.defined.insert(mined.record.template_key) {
+            mined.event = None; // defined already in this process
         }
         mined
     }
