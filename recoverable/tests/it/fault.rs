@@ -104,3 +104,26 @@ fn fault_panicking_target_in_unwind_does_not_abort() {
         ]
     );
 }
+
+/// `panic_message` gives back what a caught panic said, for both payloads `panic!` makes, and a
+/// placeholder for any other payload.
+/// Mutation check (cargo-mutants): `panic_message` replaced with `""` or `"xyzzy"`.
+#[test]
+fn panic_message_reads_str_and_string_payloads() {
+    let literal = std::panic::catch_unwind(|| panic!("a literal")).unwrap_err();
+    assert_eq!(
+        ourios_recoverable::panic_message(literal.as_ref()),
+        "a literal"
+    );
+    let n = 7;
+    let formatted = std::panic::catch_unwind(|| panic!("formatted {n}")).unwrap_err();
+    assert_eq!(
+        ourios_recoverable::panic_message(formatted.as_ref()),
+        "formatted 7"
+    );
+    let other = std::panic::catch_unwind(|| std::panic::panic_any(42u8)).unwrap_err();
+    assert_eq!(
+        ourios_recoverable::panic_message(other.as_ref()),
+        "a panic without a message"
+    );
+}
