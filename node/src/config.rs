@@ -92,6 +92,11 @@ pub struct ServeArgs {
     /// supervisors and tests that start the node on port 0 [default: none].
     #[arg(long, env = "OURIOS_READY_FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Bearer tokens (a TOML file of SHA-256 hashes, tenants and `/metrics` grants; see
+    /// `ourios-node hash-token`): with it every ingest and read request needs a token of its
+    /// tenant [default: none, no authentication].
+    #[arg(long, env = "OURIOS_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
     /// Log format on stderr: `text`, or `json` (one object a line) [default: text].
     #[arg(long, env = "OURIOS_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -153,6 +158,8 @@ pub struct Config {
     pub max_templates_per_tenant: usize,
     /// Where the serving process says it is ready, if anywhere.
     pub ready_file: Option<PathBuf>,
+    /// The bearer-token file, when authentication is on.
+    pub auth_tokens: Option<PathBuf>,
     /// Log format.
     pub log_format: LogFormat,
     /// Log filter directives.
@@ -267,6 +274,7 @@ impl Config {
                 .or(file.max_templates_per_tenant)
                 .unwrap_or(ourios_miner::DEFAULT_MAX_TEMPLATES),
             ready_file: args.ready_file.clone().or(file.ready_file),
+            auth_tokens: args.auth_tokens.clone().or(file.auth_tokens),
             log_format: args.log_format.or(file.log_format).unwrap_or_default(),
             log_filter: args
                 .log

@@ -8,10 +8,13 @@
 //!
 //! It is the only crate that knows HTTP, OTLP, tokio tasks and the configuration file.
 
+pub mod auth;
 pub mod cadence;
 pub mod config;
 mod core;
 mod intents;
+#[cfg(feature = "read")]
+mod loki;
 pub mod metrics;
 pub mod otlp;
 mod pool;
@@ -288,6 +291,19 @@ impl Node {
             )),
         ];
 
+        let auth = match &config.auth_tokens {
+            Some(path) => Some(Arc::new(auth::Tokens::load(path)?)),
+            None => {
+                if !config.listen.ip().is_loopback() {
+                    tracing::warn!(
+                        listen = %config.listen,
+                        "serving a non-loopback address without --auth-tokens: anyone who \
+                         reaches it can write and read every tenant's logs"
+                    );
+                }
+                None
+            }
+        };
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .with_context(|| format!("binding {}", config.listen))?;
@@ -301,6 +317,9 @@ impl Node {
             admission: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_requests)),
             max_inflight: config.max_inflight_requests,
             store_probe: Arc::clone(&store),
+            #[cfg(feature = "read")]
+            read: loki::ReadState::new(Arc::clone(&store)),
+            auth,
         });
         let mut server_stop = stop_rx;
         let server = tokio::spawn(async move {

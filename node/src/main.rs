@@ -23,17 +23,192 @@ enum Command {
     /// Serve OTLP/HTTP logs on /v1/logs, Prometheus metrics on /metrics, liveness on /healthz and
     /// readiness on /readyz.
     Serve(ServeArgs),
+    /// Print a tenant's lines from the store, rebuilt byte for byte, each record once.
+    Query(QueryArgs),
+    /// Run a read-only SQL query over a tenant's tables: `logs` (one row per record, with its
+    /// `line`), `records` (the raw rows) and `audit` (the template events).
+    Sql(SqlArgs),
+    /// Print the SHA-256 of a bearer token, as an --auth-tokens file lists it.
+    HashToken {
+        /// The token.
+        token: String,
+    },
+}
+
+/// Where the store is: the same flags (and `--config` file) as `serve`.
+#[derive(Debug, clap::Args)]
+struct StoreArgs {
+    /// TOML config file (its `store`, `data_dir` and `default_tenant` are used).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Data directory whose `store` directory is read when --store is not given
+    /// [default: ./ourios-data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Object store URL (as for `serve`).
+    #[arg(long)]
+    store: Option<String>,
+    /// The tenant to read [default: the config's default tenant, `default`].
+    #[arg(long)]
+    tenant: Option<String>,
+}
+
+impl StoreArgs {
+    /// The reader and the tenant.
+    fn open(&self) -> anyhow::Result<(ourios_query::Reader, ourios_wal::TenantId)> {
+        let config = Config::resolve(&ServeArgs {
+            config: self.config.clone(),
+            data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
+            ..ServeArgs::default()
+        })?;
+        let tenant = match &self.tenant {
+            Some(t) => ourios_wal::TenantId::new(t).with_context(|| format!("--tenant {t:?}"))?,
+            None => config.default_tenant.clone(),
+        };
+        let store = ourios_sinks::store_from_url(&config.store)
+            .with_context(|| format!("opening the store {}", config.store))?;
+        Ok((ourios_query::Reader::new(store, ""), tenant))
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct QueryArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Lines at or after: a duration before now (15m, 1h, 7d), an RFC 3339 time or
+    /// nanoseconds since the epoch.
+    #[arg(long, default_value = "1h")]
+    since: String,
+    /// Lines before (same forms as --since) [default: no bound].
+    #[arg(long)]
+    until: Option<String>,
+    /// Severity: LEVEL or >=LEVEL, >LEVEL, <=LEVEL, <LEVEL (trace, debug, info, warn, error,
+    /// fatal, or 1-24).
+    #[arg(long)]
+    severity: Option<String>,
+    /// Lines containing this text (repeatable: all must hold).
+    #[arg(long)]
+    contains: Vec<String>,
+    /// Lines not containing this text (repeatable).
+    #[arg(long)]
+    excludes: Vec<String>,
+    /// Lines matching this regular expression (repeatable).
+    #[arg(long)]
+    regex: Vec<String>,
+    /// KEY=VALUE: a log attribute, or failing that a resource attribute, has this value
+    /// (repeatable).
+    #[arg(long)]
+    attr: Vec<String>,
+    /// At most this many lines [default: all].
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Oldest first (default: newest first).
+    #[arg(long)]
+    oldest_first: bool,
+    /// Output: text, jsonl or csv.
+    #[arg(long, default_value = "text")]
+    format: String,
+}
+
+#[derive(Debug, clap::Args)]
+struct SqlArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// The query, e.g. "SELECT severity_text, count(*) FROM logs GROUP BY 1".
+    sql: String,
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let Command::Serve(args) = cli.command;
-    let config = Config::resolve(&args)?;
-    init_logging(&config);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(serve(config))
+    match cli.command {
+        Command::Serve(args) => {
+            let config = Config::resolve(&args)?;
+            init_logging(&config);
+            runtime.block_on(serve(config))
+        }
+        Command::Query(args) => runtime.block_on(query(args)),
+        Command::Sql(args) => runtime.block_on(sql(args)),
+        Command::HashToken { token } => {
+            println!("{}", ourios_node::auth::hash_token(&token));
+            Ok(())
+        }
+    }
+}
+
+/// `ourios-node query`: the rows are written as each batch arrives.
+async fn query(args: QueryArgs) -> anyhow::Result<()> {
+    use futures::TryStreamExt;
+    use std::io::Write;
+    let (reader, tenant) = args.store.open()?;
+    let now = std::time::SystemTime::now();
+    let format: ourios_query::Format = args.format.parse()?;
+    let attributes = args
+        .attr
+        .iter()
+        .map(|kv| {
+            kv.split_once('=')
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .with_context(|| format!("--attr {kv:?}: expected KEY=VALUE"))
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let q = ourios_query::LineQuery {
+        since: Some(ourios_query::parse_time(&args.since, now)?),
+        until: args
+            .until
+            .as_deref()
+            .map(|u| ourios_query::parse_time(u, now))
+            .transpose()?,
+        severity: args
+            .severity
+            .as_deref()
+            .map(ourios_query::Severity::parse)
+            .transpose()?,
+        contains: args.contains,
+        excludes: args.excludes,
+        matches: args.regex,
+        not_matches: Vec::new(),
+        attributes,
+        limit: args.limit,
+        order: if args.oldest_first {
+            ourios_query::Order::OldestFirst
+        } else {
+            ourios_query::Order::NewestFirst
+        },
+    };
+    let scope = reader.scope(&tenant).await?;
+    let mut stream = q.stream(&scope).await?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut first = true;
+    while let Some(batch) = stream.try_next().await? {
+        ourios_query::write_rows(&batch, format, first, &mut out)?;
+        first = false;
+        out.flush()?;
+    }
+    if first {
+        ourios_query::write_rows(
+            &ourios_query::datafusion::arrow::record_batch::RecordBatch::new_empty(stream.schema()),
+            format,
+            true,
+            &mut out,
+        )?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `ourios-node sql`: the result as a table.
+async fn sql(args: SqlArgs) -> anyhow::Result<()> {
+    let (reader, tenant) = args.store.open()?;
+    let scope = reader.scope(&tenant).await?;
+    let batches = scope.sql(&args.sql).await?.collect().await?;
+    let table = ourios_query::datafusion::arrow::util::pretty::pretty_format_batches(&batches)?;
+    println!("{table}");
+    Ok(())
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {

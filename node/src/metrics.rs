@@ -52,3 +52,9 @@ pub const RECOVERY_CUTS: &str = "ourios.recovery.cuts";
 pub const RECOVERY_INTENTS: &str = "ourios.recovery.intents";
 /// Gauge: publish intents above the horizon (naming records above their tenant's frontier).
 pub const INTENTS_LIVE: &str = "ourios.wal.intents_live";
+/// Counter: read requests (the Loki endpoints) refused, label `status` (400 for a query the
+/// subset does not take, 503 when the store does not answer).
+pub const QUERY_REFUSED: &str = "ourios.query.refused";
+/// Counter: requests refused by the token check, label `status` (`401` no known token, `403`
+/// a token of other tenants, or without `/metrics`).
+pub const AUTH_REFUSED: &str = "ourios.auth.refused";

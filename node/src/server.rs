@@ -41,6 +41,11 @@ pub(crate) struct AppState {
     pub(crate) max_inflight: usize,
     /// The store `/readyz` probes.
     pub(crate) store_probe: Arc<dyn object_store::ObjectStore>,
+    /// The read path (the Loki endpoints).
+    #[cfg(feature = "read")]
+    pub(crate) read: crate::loki::ReadState,
+    /// Bearer tokens, when authentication is on.
+    pub(crate) auth: Option<Arc<crate::auth::Tokens>>,
 }
 
 /// How long `/readyz` waits for the store to answer a probe.
@@ -49,11 +54,22 @@ const STORE_PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) fn router(state: AppState) -> Router {
     // The body limit here is the compressed size; the decoded size is checked in `otlp::decode`.
     let limit = state.max_body_bytes;
-    Router::new()
+    let router = Router::new()
         .route("/v1/logs", post(logs))
         .route("/metrics", get(render_metrics))
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(readyz));
+    #[cfg(feature = "read")]
+    let router = router
+        .route("/loki/api/v1/query_range", get(crate::loki::query_range))
+        .route("/loki/api/v1/query", get(crate::loki::query))
+        .route("/loki/api/v1/labels", get(crate::loki::labels))
+        .route(
+            "/loki/api/v1/label/{name}/values",
+            get(crate::loki::label_values),
+        )
+        .route("/loki/api/v1/status/buildinfo", get(crate::loki::buildinfo));
+    router
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         .with_state(state)
 }
@@ -90,21 +106,17 @@ async fn logs(
         }
         Err(e) => return refuse(e.status(), e.body_text()),
     };
-    let tenant = match headers.get(TENANT_HEADER) {
-        None => state.default_tenant.clone(),
-        // Validated once, here, by the WAL's own rule; the node carries the `TenantId` on.
-        Some(v) => match TenantId::from_bytes(v.as_bytes()) {
-            Ok(t) => t,
-            Err(_) => {
-                return refuse(
-                    StatusCode::BAD_REQUEST,
-                    format!(
-                        "invalid {TENANT_HEADER} header {v:?}: a tenant is 1-64 bytes of [A-Za-z0-9_.-]"
-                    ),
-                );
-            }
-        },
+    let tenant = match tenant_of(&state, &headers) {
+        Ok(t) => t,
+        Err(bad) => return refuse(StatusCode::BAD_REQUEST, bad),
     };
+    if let Some(Err(denied)) = state
+        .auth
+        .as_ref()
+        .map(|a| a.allow_tenant(&headers, &tenant))
+    {
+        return denied.into_response();
+    }
     let format = match Format::from_content_type(
         headers
             .get(header::CONTENT_TYPE)
@@ -177,6 +189,20 @@ async fn logs(
     }
 }
 
+/// The request's tenant: `X-Scope-OrgID`, validated once here by the WAL's own rule (the node
+/// carries the `TenantId` on), or the default tenant when absent; when invalid, the message a
+/// `400` says (naming the rule).
+pub(crate) fn tenant_of(state: &AppState, headers: &HeaderMap) -> Result<TenantId, String> {
+    match headers.get(TENANT_HEADER) {
+        None => Ok(state.default_tenant.clone()),
+        Some(v) => TenantId::from_bytes(v.as_bytes()).map_err(|_| {
+            format!(
+                "invalid {TENANT_HEADER} header {v:?}: a tenant is 1-64 bytes of [A-Za-z0-9_.-]"
+            )
+        }),
+    }
+}
+
 fn refuse(status: StatusCode, message: String) -> Response {
     metrics::counter!(crate::metrics::INGEST_REFUSED, "status" => status.as_u16().to_string())
         .increment(1);
@@ -188,7 +214,10 @@ fn refuse(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-async fn render_metrics(State(state): State<AppState>) -> Response {
+async fn render_metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(Err(denied)) = state.auth.as_ref().map(|a| a.allow_metrics(&headers)) {
+        return denied.into_response();
+    }
     match &state.metrics {
         Some(h) => (
             [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -254,7 +283,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
     )
 }
 
-fn json(status: StatusCode, body: serde_json::Value) -> Response {
+pub(crate) fn json(status: StatusCode, body: serde_json::Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],

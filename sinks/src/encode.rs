@@ -16,7 +16,7 @@ use arrow_array::{
     ArrayRef, Int32Array, RecordBatch, StringArray, TimestampNanosecondArray, UInt32Array,
     UInt64Array,
 };
-use arrow_schema::{ArrowError, Field, Schema};
+use arrow_schema::{ArrowError, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
@@ -469,6 +469,29 @@ pub mod audit_columns {
 ///
 /// The caller derived the group's partition, so every timestamp fits `0..=i64::MAX`.
 pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>, EncodeError> {
+    write_parquet(&audit_batch(events)?, zstd)
+}
+
+/// The Arrow schema of every record object (what a reader registers its tables with, so an
+/// empty store or a tenant without objects still has a table). The same builder as the
+/// encoder's: the two cannot drift.
+pub fn record_schema() -> SchemaRef {
+    match record_batch(&[]) {
+        Ok(batch) => batch.schema(),
+        // An empty batch has no row to refuse; a failure here is a change to the builder.
+        Err(e) => unreachable!("the empty record batch is valid: {e}"),
+    }
+}
+
+/// The Arrow schema of every audit object (see [`record_schema`]).
+pub fn audit_schema() -> SchemaRef {
+    match audit_batch(&[]) {
+        Ok(batch) => batch.schema(),
+        Err(e) => unreachable!("the empty audit batch is valid: {e}"),
+    }
+}
+
+fn audit_batch(events: &[(u64, AuditEvent)]) -> Result<RecordBatch, EncodeError> {
     let n = events.len();
     let mut ts = Vec::with_capacity(n);
     let mut kind = Vec::with_capacity(n);
@@ -623,7 +646,7 @@ pub fn encode_audit(events: &[(u64, AuditEvent)], zstd: bool) -> Result<Vec<u8>,
             true,
         ),
     ];
-    write_parquet(&batch_of(columns)?, zstd)
+    Ok(batch_of(columns)?)
 }
 
 #[cfg(test)]
@@ -682,6 +705,38 @@ mod tests {
     }
 
     /// Chunks cover the records in order, each within the limit unless it is one record.
+    /// Proves the schema readers register (`record_schema`, `audit_schema`) is the one the
+    /// encoder writes, field for field (name, type, nullability).
+    #[test]
+    fn published_schemas_are_the_written_ones() {
+        let records = vec![record(1, "a".into()), record(2, "b".into())];
+        let bytes = encode_records(&records, true).unwrap();
+        let written = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+            .unwrap()
+            .schema()
+            .clone();
+        assert_eq!(written.fields(), record_schema().fields());
+        let events = vec![(
+            1,
+            AuditEvent {
+                tenant: Tenant::new("t"),
+                timestamp_unix_nanos: 5,
+                kind: AuditKind::TemplateCreated {
+                    template_key: [1; 16],
+                    template_id: 1,
+                    version: 1,
+                    template: "a <*>".into(),
+                },
+            },
+        )];
+        let bytes = encode_audit(&events, true).unwrap();
+        let written = ParquetRecordBatchReaderBuilder::try_new(bytes::Bytes::from(bytes))
+            .unwrap()
+            .schema()
+            .clone();
+        assert_eq!(written.fields(), audit_schema().fields());
+    }
+
     #[test]
     fn chunks_cover_in_order_within_the_limit() {
         let records: Vec<LogRecord> = (1..=40)

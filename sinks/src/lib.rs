@@ -49,13 +49,13 @@ pub use audit::{
     TenantAudit, derive_audit_partition,
 };
 pub use encode::{
-    ENCODE_CHUNK_BYTES, EncodeError, audit_columns, columns, encode_audit, encode_records,
-    find_poisoned, validate_record,
+    ENCODE_CHUNK_BYTES, EncodeError, audit_columns, audit_schema, columns, encode_audit,
+    encode_records, find_poisoned, record_schema, validate_record,
 };
 pub use local::{DirSync, DurableLocalStore, FsyncDir, LocalFs, StdFs, remove_staging_files};
 pub use read::{
-    ReadError, TemplateTexts, hex, list_objects, read_audit_events, read_record_ids, read_records,
-    template_texts,
+    ReadError, TemplateTexts, hex, list_objects, read_audit_events, read_audit_object,
+    read_record_ids, read_records, template_texts,
 };
 pub use records::{
     AppendOutcome, PartitionInfo, PublishFailure, PublishReport, RecordSinkConfig,

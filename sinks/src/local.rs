@@ -311,7 +311,6 @@ impl Puts {
                 Ok(PutResult {
                     e_tag: None,
                     version: None,
-                    extensions: Default::default(),
                 })
             }
             Err(e) if create && e.kind() == io::ErrorKind::AlreadyExists => {

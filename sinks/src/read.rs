@@ -249,6 +249,20 @@ pub async fn read_audit_events(
 ) -> Result<Vec<(u64, AuditEvent)>, ReadError> {
     let mut out = Vec::new();
     for path in list_objects(store, prefix, "audit").await? {
+        out.extend(read_audit_object(store, &path).await?);
+    }
+    Ok(out)
+}
+
+/// The audit events of one audit object, with their sequence numbers (what a reader that
+/// follows the series object by object, such as the query crate's template registry, reads).
+pub async fn read_audit_object(
+    store: &dyn ObjectStore,
+    path: &Path,
+) -> Result<Vec<(u64, AuditEvent)>, ReadError> {
+    let mut out = Vec::new();
+    {
+        let path = path.clone();
         for batch in batches(store, &path).await? {
             let c = Cols {
                 batch: &batch,

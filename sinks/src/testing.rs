@@ -468,7 +468,6 @@ impl SimStore {
             },
             range: 0..size,
             attributes: Default::default(),
-            extensions: Default::default(),
         })
     }
 }

@@ -1,0 +1,409 @@
+//! The read path against a store written by the real miner and encoders.
+
+mod support;
+
+use std::sync::Arc;
+
+use datafusion::datasource::physical_plan::FileScanConfig;
+use datafusion::datasource::source::DataSourceExec;
+use datafusion::physical_plan::ExecutionPlan;
+use object_store::path::Path;
+use object_store::{ObjectStoreExt, PutPayload};
+use ourios_query::{LineQuery, Order, Severity};
+use support::{DAY0, HOUR, Line, Writer, ids_and_lines, line, tenant};
+
+const ALL: &str = "SELECT record_lsn, record_index, line FROM logs";
+
+/// Lines no tokenizer sees every day: Unicode, tabs, runs of spaces, trailing space, empty,
+/// a long one, one with a newline.
+fn awkward_lines() -> Vec<String> {
+    let mut lines: Vec<String> = vec![
+        "user alice logged in from 10.0.0.1".into(),
+        "user bob logged in from 10.0.0.2".into(),
+        "user carol   logged in from 10.0.0.3 ".into(),
+        "\tindented\tby tabs\t".into(),
+        String::new(),
+        "ünïcödé ✓ 日本語 id=42".into(),
+        "java.lang.IllegalStateException: boom\n\tat a.b.C.d(C.java:10)\n\tat a.b.E.f(E.java:20)"
+            .into(),
+        "x".repeat(10_000),
+    ];
+    for i in 0..50 {
+        lines.push(format!("GET /api/v1/items/{i} 200 {}ms", i * 7));
+    }
+    lines
+}
+
+/// Proves every stored line comes back byte for byte from the `logs` view, once per record
+/// id, for several tenants; the ids are the ones written.
+#[tokio::test]
+async fn every_line_comes_back_byte_for_byte() {
+    let mut w = Writer::new();
+    for t in ["acme", "globex"] {
+        let lines: Vec<Line> = awkward_lines()
+            .iter()
+            .enumerate()
+            .map(|(i, l)| line(DAY0 + i as i64 * 60_000_000_000, &format!("{t}: {l}")))
+            .collect();
+        w.write(t, &lines).await;
+    }
+    let reader = w.reader();
+    for t in ["acme", "globex"] {
+        let scope = reader.scope(&tenant(t)).await.unwrap();
+        let got = ids_and_lines(&scope, ALL).await;
+        let want: std::collections::BTreeMap<_, _> = w
+            .expected
+            .iter()
+            .filter(|((tt, _), _)| tt == t)
+            .map(|((_, id), l)| (*id, l.clone()))
+            .collect();
+        assert_eq!(got, want, "tenant {t}");
+    }
+}
+
+/// Proves a store holding a duplicate object (the same records under a second name) still
+/// reads each record once, while the raw `records` table shows both copies.
+#[tokio::test]
+async fn a_duplicate_object_reads_once() {
+    let mut w = Writer::new();
+    let lines: Vec<Line> = (0..20)
+        .map(|i| line(DAY0 + i * 1_000_000_000, &format!("request {i} served")))
+        .collect();
+    let paths = w.write("acme", &lines).await;
+    for p in &paths {
+        let bytes = w.store.get(p).await.unwrap().bytes().await.unwrap();
+        let copy = Path::from(format!(
+            "{}.copy.parquet",
+            p.as_ref().trim_end_matches(".parquet")
+        ));
+        w.store.put(&copy, PutPayload::from(bytes)).await.unwrap();
+    }
+    let scope = w.reader().scope(&tenant("acme")).await.unwrap();
+    let got = ids_and_lines(&scope, ALL).await;
+    assert_eq!(got.len(), 20);
+    let raw = scope
+        .sql("SELECT count(*) FROM records")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let raw =
+        datafusion::arrow::compute::cast(raw[0].column(0), &arrow_schema::DataType::Int64).unwrap();
+    assert_eq!(
+        raw.as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .unwrap()
+            .value(0),
+        40,
+        "both copies are in the store"
+    );
+    let counted = scope
+        .sql("SELECT count(*) FROM logs")
+        .await
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let counted =
+        datafusion::arrow::compute::cast(counted[0].column(0), &arrow_schema::DataType::Int64)
+            .unwrap();
+    assert_eq!(
+        counted
+            .as_any()
+            .downcast_ref::<arrow_array::Int64Array>()
+            .unwrap()
+            .value(0),
+        20
+    );
+}
+
+/// Proves a record whose template definition is not in the store yet is not read (I3 from the
+/// reader's side), and that once the audit object lands a new scope reads it, the registry
+/// reading only the new object.
+#[tokio::test]
+async fn a_record_without_a_readable_template_is_not_read_until_it_is() {
+    let mut w = Writer::new();
+    let first: Vec<Line> = (0..5)
+        .map(|i| line(DAY0 + i, &format!("alpha {i}")))
+        .collect();
+    w.write("acme", &first).await;
+    let (records, events) = w.mine("acme", &[line(DAY0 + 100, "a brand new shape of line")]);
+    assert!(!events.is_empty(), "a new template defines its key");
+    w.put_records("acme", &records).await;
+    let reader = w.reader();
+    let scope = reader.scope(&tenant("acme")).await.unwrap();
+    let got = ids_and_lines(&scope, ALL).await;
+    assert_eq!(
+        got.len(),
+        5,
+        "the record without its definition is left out"
+    );
+    assert!(!got.values().any(|l| l.contains("brand new")));
+    w.put_audit("acme", &events).await;
+    let scope = reader.scope(&tenant("acme")).await.unwrap();
+    let got = ids_and_lines(&scope, ALL).await;
+    assert_eq!(got.len(), 6);
+    assert_eq!(
+        got.get(&records[0].id).unwrap(),
+        "a brand new shape of line"
+    );
+}
+
+/// Proves the registry refresh reads only audit objects it has not read before.
+#[tokio::test]
+async fn the_registry_refresh_is_incremental() {
+    let mut w = Writer::new();
+    w.write("acme", &[line(DAY0, "one shape 1")]).await;
+    let mut registry = ourios_query::Registry::default();
+    let t = tenant("acme");
+    let r = registry.refresh(w.store.as_ref(), "", &t).await.unwrap();
+    assert_eq!((r.objects_read, r.keys_added), (1, 1));
+    let r = registry.refresh(w.store.as_ref(), "", &t).await.unwrap();
+    assert_eq!((r.objects_read, r.keys_added), (0, 0));
+    w.write("acme", &[line(DAY0, "another form entirely here")])
+        .await;
+    let r = registry.refresh(w.store.as_ref(), "", &t).await.unwrap();
+    assert_eq!((r.objects_read, r.keys_added), (1, 1));
+    assert_eq!(registry.templates().len(), 2);
+}
+
+/// Proves one tenant never sees another's rows: not through the view, not by naming the other
+/// tenant in a filter, not by DDL naming its prefix, not through a URL table, and not for a
+/// tenant whose name is a prefix of another's; a crafted tenant name is refused before any
+/// scope exists.
+#[tokio::test]
+async fn a_scope_sees_one_tenant_only() {
+    let mut w = Writer::new();
+    w.write("b", &[line(DAY0, "secret of b")]).await;
+    w.write("bb", &[line(DAY0, "secret of bb")]).await;
+    w.write("a", &[line(DAY0, "line of a")]).await;
+    let reader = w.reader();
+    let a = reader.scope(&tenant("a")).await.unwrap();
+    let all = ids_and_lines(&a, ALL).await;
+    assert_eq!(all.values().collect::<Vec<_>>(), vec!["line of a"]);
+    for sql in [
+        "SELECT record_lsn, record_index, line FROM logs WHERE line LIKE '%secret%'",
+        "SELECT record_lsn, record_index, ourios_line(template_key, params, body) FROM records WHERE tenant = 'b'",
+    ] {
+        assert!(ids_and_lines(&a, sql).await.is_empty(), "{sql}");
+    }
+    for sql in [
+        "CREATE EXTERNAL TABLE other STORED AS PARQUET LOCATION 'ourios://store/records/tenant=b/'",
+        "SELECT * FROM 'ourios://store/records/tenant=b/'",
+        "INSERT INTO records SELECT * FROM records",
+        "SET datafusion.execution.batch_size = 1",
+    ] {
+        assert!(a.sql(sql).await.is_err(), "{sql} was accepted");
+    }
+    let b = reader.scope(&tenant("b")).await.unwrap();
+    let lines: Vec<String> = ids_and_lines(&b, ALL).await.into_values().collect();
+    assert_eq!(lines, vec!["secret of b"], "b does not see bb");
+    for crafted in ["a/../b", "a/", "..%2Fb", "", "a b", "tenant=b"] {
+        assert!(ourios_wal::TenantId::new(crafted).is_err(), "{crafted:?}");
+    }
+}
+
+fn files_scanned(plan: &Arc<dyn ExecutionPlan>) -> usize {
+    let mut n = 0;
+    if let Some(config) = plan
+        .downcast_ref::<DataSourceExec>()
+        .and_then(|exec| exec.data_source().downcast_ref::<FileScanConfig>())
+    {
+        n += config.file_groups.iter().map(|g| g.len()).sum::<usize>();
+    }
+    for child in plan.children() {
+        n += files_scanned(child);
+    }
+    n
+}
+
+/// Proves a time-bounded query opens only the partitions in its range: as the store grows by
+/// whole days of hourly objects, the files a one-hour query scans stay the same, while an
+/// unbounded query's grow.
+#[tokio::test]
+async fn a_time_bounded_query_scans_only_its_partitions() {
+    let mut w = Writer::new();
+    let mut bounded = Vec::new();
+    let mut unbounded = Vec::new();
+    for day in 0..3 {
+        for hour in 0..24 {
+            let t = DAY0 + (day * 24 + hour) * HOUR;
+            let lines: Vec<Line> = (0..3)
+                .map(|i| line(t + i, &format!("tick {day} {hour} {i}")))
+                .collect();
+            w.write("acme", &lines).await;
+        }
+        let scope = w.reader().scope(&tenant("acme")).await.unwrap();
+        let q = LineQuery {
+            since: Some(DAY0 + 5 * HOUR + 10),
+            until: Some(DAY0 + 6 * HOUR - 10),
+            ..Default::default()
+        };
+        let plan = q
+            .dataframe(&scope)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        bounded.push(files_scanned(&plan));
+        let plan = LineQuery::default()
+            .dataframe(&scope)
+            .await
+            .unwrap()
+            .create_physical_plan()
+            .await
+            .unwrap();
+        unbounded.push(files_scanned(&plan));
+    }
+    assert_eq!(
+        bounded,
+        vec![1, 1, 1],
+        "one hour's partition, whatever the store holds"
+    );
+    assert_eq!(unbounded, vec![24, 48, 72]);
+}
+
+/// Proves the line query's filters: time range (half open), severity, text, regex, attributes
+/// (log, then resource), order and limit.
+#[tokio::test]
+async fn line_query_filters() {
+    use futures::TryStreamExt;
+    let mut w = Writer::new();
+    let mut lines = Vec::new();
+    for i in 0..40i64 {
+        let mut l = line(
+            DAY0 + i * 1_000,
+            &format!("job {i} finished with code {}", i % 4),
+        );
+        l.severity = [9, 13, 17, 5][i as usize % 4];
+        l.attributes = vec![("shard".into(), format!("s{}", i % 2))];
+        l.service = if i < 20 {
+            "api".into()
+        } else {
+            "worker".into()
+        };
+        lines.push(l);
+    }
+    w.write("acme", &lines).await;
+    let scope = w.reader().scope(&tenant("acme")).await.unwrap();
+    let run = |q: LineQuery| {
+        let scope = &scope;
+        async move {
+            let batches: Vec<_> = q.stream(scope).await.unwrap().try_collect().await.unwrap();
+            let mut out = Vec::new();
+            for b in &batches {
+                ourios_query::write_rows(b, ourios_query::Format::Jsonl, false, &mut out).unwrap();
+            }
+            String::from_utf8(out)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    serde_json::from_str::<serde_json::Value>(l).unwrap()["line"]
+                        .as_str()
+                        .unwrap()
+                        .to_owned()
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let q = |f: &dyn Fn(&mut LineQuery)| {
+        let mut q = LineQuery {
+            order: Order::OldestFirst,
+            ..Default::default()
+        };
+        f(&mut q);
+        q
+    };
+    let got = run(q(&|q| {
+        q.since = Some(DAY0 + 10_000);
+        q.until = Some(DAY0 + 13_000);
+    }))
+    .await;
+    assert_eq!(
+        got,
+        [
+            "job 10 finished with code 2",
+            "job 11 finished with code 3",
+            "job 12 finished with code 0"
+        ]
+    );
+    let got = run(q(&|q| {
+        q.severity = Some(Severity::parse(">=warn").unwrap())
+    }))
+    .await;
+    assert_eq!(got.len(), 20);
+    assert!(
+        got.iter()
+            .all(|l| l.ends_with("code 1") || l.ends_with("code 2"))
+    );
+    let got = run(q(&|q| q.contains = vec!["job 3".into()])).await;
+    assert_eq!(
+        got,
+        [
+            "job 3 finished with code 3",
+            "job 30 finished with code 2",
+            "job 31 finished with code 3",
+            "job 32 finished with code 0",
+            "job 33 finished with code 1",
+            "job 34 finished with code 2",
+            "job 35 finished with code 3",
+            "job 36 finished with code 0",
+            "job 37 finished with code 1",
+            "job 38 finished with code 2",
+            "job 39 finished with code 3"
+        ]
+    );
+    let got = run(q(&|q| {
+        q.matches = vec![r"^job 1\d ".into()];
+        q.excludes = vec!["code 0".into()];
+    }))
+    .await;
+    assert_eq!(got.len(), 8, "jobs 10-19 but 12 and 16");
+    let got = run(q(&|q| {
+        q.attributes = vec![
+            ("shard".into(), "s1".into()),
+            ("service.name".into(), "worker".into()),
+        ]
+    }))
+    .await;
+    assert_eq!(got.len(), 10);
+    assert!(got.iter().all(|l| {
+        let n: i64 = l.split(' ').nth(1).unwrap().parse().unwrap();
+        n >= 20 && n % 2 == 1
+    }));
+    let got = run(q(&|q| {
+        q.order = Order::NewestFirst;
+        q.limit = Some(2);
+    }))
+    .await;
+    assert_eq!(
+        got,
+        ["job 39 finished with code 3", "job 38 finished with code 2"]
+    );
+    assert!(
+        LineQuery {
+            matches: vec!["(".into()],
+            ..Default::default()
+        }
+        .predicate()
+        .is_err()
+    );
+}
+
+#[test]
+fn severity_ranges() {
+    let s = |t| Severity::parse(t).map(|s| (s.min, s.max)).ok();
+    assert_eq!(s(">=warn"), Some((13, 24)));
+    assert_eq!(s("warn"), Some((13, 16)));
+    assert_eq!(s("=ERROR"), Some((17, 20)));
+    assert_eq!(s(">info"), Some((13, 24)));
+    assert_eq!(s("<info"), Some((1, 8)));
+    assert_eq!(s("<=debug"), Some((1, 8)));
+    assert_eq!(s(">=7"), Some((7, 24)));
+    assert_eq!(s("loud"), None);
+    assert_eq!(s("25"), None);
+    assert_eq!(Severity::name_of(14), "warn");
+    assert_eq!(Severity::name_of(0), "unspecified");
+}
