@@ -56,7 +56,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
 }
 
 /// The venv's python, with pyarrow and duckdb importable: created and filled when missing.
-fn venv(target: &Path) -> Result<PathBuf> {
+pub(crate) fn venv(target: &Path) -> Result<PathBuf> {
     let venv = target.join("interop-venv");
     let python = venv.join("bin").join("python");
     let importable = |python: &Path| {

@@ -13,7 +13,7 @@ mod tidy;
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
@@ -106,6 +106,7 @@ fn run() -> Result<()> {
         Some("fuzz") => fuzz(&root, &args[1..]),
         Some("mutants") => mutants::run(&root, &args[1..]),
         Some("bench") if args.get(1).is_some_and(|a| a == "ingest") => bench_ingest(&args[2..]),
+        Some("bench") if args.get(1).is_some_and(|a| a == "query") => bench_query(&args[2..]),
         Some("bench") => bench(&root, args.get(1).map(String::as_str)),
         Some(other) => {
             print_tasks();
@@ -155,6 +156,7 @@ fn ci(root: &Path) -> Result<()> {
     step("rfc 0057", || rfc::run(root, "0057", false))?;
     step("rfc 0058", || rfc::run(root, "0058", false))?;
     step("rfc 0059", || rfc::run(root, "0059", false))?;
+    step("rfc 0060", || rfc::run(root, "0060", false))?;
     step("interop", || interop_in_ci(root))?;
     // The short form: the debug node (already built), 20 seconds of kills.
     step("chaos (short)", || {
@@ -298,6 +300,10 @@ fn bench(root: &Path, name: Option<&str>) -> Result<()> {
             "  {:<20} (node; end to end over HTTP, not criterion)",
             "ingest"
         );
+        println!(
+            "  {:<20} (query; a 10 M record store through the node, against DuckDB)",
+            "query"
+        );
         return Ok(());
     };
     let Some((krate, stem)) = benches.iter().find(|(_, s)| s == name) else {
@@ -328,6 +334,94 @@ fn bench_ingest(flags: &[String]) -> Result<()> {
     let status = cmd.status().context("could not run ourios-loadgen")?;
     if !status.success() {
         bail!("ourios-loadgen bench exited with {status}");
+    }
+    Ok(())
+}
+
+/// The read benchmark (issue 15): builds the release node and load generator, fills a store of
+/// `--records` (10 M) records through a release node's ingest path (kept in
+/// `<target>/bench/query-data` and reused while it holds that many), then times the read path
+/// against DuckDB on the same files (`ourios-loadgen read`). The table is printed and written to
+/// `<target>/bench/query.md`. Flags: `--records N`, `--hours H`, `--runs N`.
+fn bench_query(flags: &[String]) -> Result<()> {
+    let mut records: u64 = 10_000_000;
+    let mut hours: u64 = 24;
+    let mut runs = "3".to_owned();
+    let mut it = flags.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} takes a value"))?;
+        match flag.as_str() {
+            "--records" => records = value.parse().context("--records takes a number")?,
+            "--hours" => hours = value.parse().context("--hours takes a number")?,
+            "--runs" => runs = value.clone(),
+            other => bail!("unknown flag {other}; bench query takes --records, --hours, --runs"),
+        }
+    }
+    let target = target_dir();
+    let python = interop::venv(&target)?;
+    let release = release_binaries(&["ourios-loadgen"])?;
+    let loadgen = release.join("ourios-loadgen");
+    let out = target.join("bench");
+    let data = out.join("query-data");
+    let marker = data.join("filled");
+    let filled = format!("{records} records over {hours} hours\n");
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(filled.as_str()) {
+        if data.exists() {
+            std::fs::remove_dir_all(&data)?;
+        }
+        std::fs::create_dir_all(&data)?;
+        let mut cmd = Command::new(release.join("ourios-node"));
+        cmd.arg("serve")
+            .arg("--data-dir")
+            .arg(&data)
+            .args(["--listen", "127.0.0.1:0"]);
+        let mut node =
+            ourios_testkit::Served::spawn(cmd, Some("node: ")).map_err(anyhow::Error::msg)?;
+        let addr = node
+            .wait_ready(Duration::from_secs(120))
+            .map_err(anyhow::Error::msg)?;
+        let mut fill = Command::new(&loadgen);
+        fill.arg("fill")
+            .arg("--target")
+            .arg(addr.to_string())
+            .arg("--records")
+            .arg(records.to_string())
+            .arg("--hours")
+            .arg(hours.to_string());
+        println!("$ {fill:?}");
+        let status = fill.status().context("could not run ourios-loadgen fill")?;
+        if !status.success() {
+            bail!("ourios-loadgen fill exited with {status}");
+        }
+        println!("bench query: stopping the node (its final cut publishes the rest)");
+        let exit = node
+            .terminate(Duration::from_secs(600))
+            .map_err(anyhow::Error::msg)?;
+        if !exit.success() {
+            bail!("the node exited with {exit} after SIGTERM");
+        }
+        std::fs::write(&marker, &filled)?;
+    } else {
+        println!(
+            "bench query: reusing the store in {} ({})",
+            data.display(),
+            filled.trim()
+        );
+    }
+    let mut cmd = Command::new(&loadgen);
+    cmd.arg("read")
+        .arg("--store")
+        .arg(data.join("store"))
+        .arg("--python")
+        .arg(&python)
+        .arg("--out")
+        .arg(out.join("query.md"))
+        .arg("--runs")
+        .arg(&runs);
+    println!("$ {cmd:?}");
+    let status = cmd.status().context("could not run ourios-loadgen read")?;
+    if !status.success() {
+        bail!("ourios-loadgen read exited with {status}");
     }
     Ok(())
 }

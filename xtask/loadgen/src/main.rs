@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+
+mod read;
 use ourios_testkit::http::{self, Conn};
 use ourios_testkit::{GUARD, Served, metrics, otlp, procfs};
 use prost::Message;
@@ -43,6 +45,10 @@ enum Cmd {
     Bench(BenchArgs),
     /// One load run against a running server.
     Run(RunArgs),
+    /// Send a store's worth of records to a running node (the read benchmark's store).
+    Fill(read::FillArgs),
+    /// Time the read path on a filled store, and DuckDB on the same files.
+    Read(read::ReadArgs),
     /// A loopback HTTP/1.1 server answering every request with an empty 200.
     NullServer {
         /// Listen address (port 0 picks one; the address is printed on stderr).
@@ -121,6 +127,8 @@ fn main() -> Result<()> {
             );
             Ok(())
         }
+        Cmd::Fill(args) => read::fill(&args),
+        Cmd::Read(args) => read::read(&args),
         Cmd::NullServer { listen, ready_file } => null_server(listen, ready_file.as_deref()),
     }
 }
