@@ -142,13 +142,17 @@ impl Reader {
                 vec![utf8("date")],
             )?,
         )?;
-        ctx.register_udf(ScalarUDF::from(line::LineFn::new(Arc::clone(&templates))));
-        ctx.register_udf(ScalarUDF::from(line::KnownFn::new(Arc::clone(&templates))));
+        let line = Arc::new(ScalarUDF::from(line::LineFn::new(Arc::clone(&templates))));
+        let known = Arc::new(ScalarUDF::from(line::KnownFn::new(Arc::clone(&templates))));
+        ctx.register_udf(ScalarUDF::clone(&line));
+        ctx.register_udf(ScalarUDF::clone(&known));
         ctx.sql(LOGS_VIEW).await?.collect().await?;
         Ok(TenantScope {
             ctx,
             tenant: tenant.clone(),
             templates,
+            line,
+            known,
         })
     }
 
@@ -178,7 +182,9 @@ impl Reader {
     }
 }
 
-/// The `logs` view: one row per record id, each with its line.
+/// The `logs` view: one row per record id, each with its line. Correct for any SQL (a
+/// self-join reads it twice), at the price of a hash aggregate over the columns a query reads;
+/// `LineQuery` and the Loki endpoints use [`TenantScope::records_once`] instead.
 ///
 /// Deduplication groups by the record id together with the columns readers filter on (`time`,
 /// `severity_number`, `date`, `hour`): copies of one record are identical, so this is one row
@@ -208,6 +214,8 @@ pub struct TenantScope {
     ctx: SessionContext,
     tenant: TenantId,
     templates: Arc<Templates>,
+    line: Arc<ScalarUDF>,
+    known: Arc<ScalarUDF>,
 }
 
 impl std::fmt::Debug for TenantScope {
@@ -233,6 +241,32 @@ impl TenantScope {
     /// The DataFusion session (tables `records`, `audit`, view `logs`).
     pub fn context(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// The `line` of a `records` row: `ourios_line(template_key, params, body)`.
+    pub fn line_expr(&self) -> datafusion::logical_expr::Expr {
+        use datafusion::logical_expr::col;
+        self.line
+            .call(vec![col("template_key"), col("params"), col("body")])
+    }
+
+    /// The tenant's `records`, each record once and only those whose line can be rebuilt: the
+    /// fast form of the `logs` view for a plan that runs **once**. Instead of grouping (which
+    /// carries every column through a hash aggregate), a stateful filter keeps the first copy
+    /// of each record id it meets (a bitset per WAL frame); filters on any column still reach
+    /// the scan. Executing the same plan a second time finds every id met: plan again.
+    pub async fn records_once(&self) -> Result<datafusion::dataframe::DataFrame, QueryError> {
+        use datafusion::logical_expr::col;
+        let first = ScalarUDF::from(line::FirstFn::new());
+        let readable = col("body")
+            .is_not_null()
+            .or(self.known.call(vec![col("template_key")]));
+        let first_copy = first.call(vec![col("wal_id"), col("record_lsn"), col("record_index")]);
+        Ok(self
+            .ctx
+            .table("records")
+            .await?
+            .filter(readable.and(first_copy))?)
     }
 
     /// Plan a read-only SQL query over this tenant's tables. DDL (`CREATE EXTERNAL TABLE`, a

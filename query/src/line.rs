@@ -177,3 +177,95 @@ impl ScalarUDFImpl for KnownFn {
         Ok(ColumnarValue::Array(Arc::new(out.finish())))
     }
 }
+
+/// `ourios_first(wal_id, record_lsn, record_index) -> Boolean`: true the first time this
+/// function instance meets a record id, false for every later copy. It keeps, per (WAL, frame),
+/// a bitset of the record indexes met: about a bit per record, where a hash of whole ids would
+/// cost tens of bytes each.
+///
+/// Stateful, so volatile: DataFusion never pushes it into a scan or evaluates it twice for a
+/// row, and a plan that holds one instance deduplicates within one execution. Copies of a
+/// record are identical rows, so whichever copy a filter keeps, the others fail it too.
+#[derive(Debug)]
+pub(crate) struct FirstFn {
+    seen: std::sync::Mutex<std::collections::HashMap<([u8; 16], u64), Vec<u64>>>,
+    signature: Signature,
+}
+
+/// The name of the first-copy filter in plans.
+pub(crate) const FIRST_FN: &str = "ourios_first";
+
+impl FirstFn {
+    pub(crate) fn new() -> Self {
+        Self {
+            seen: std::sync::Mutex::default(),
+            signature: Signature::any(3, Volatility::Volatile),
+        }
+    }
+}
+
+impl PartialEq for FirstFn {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+impl Eq for FirstFn {}
+impl Hash for FirstFn {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        std::ptr::hash(self, state);
+    }
+}
+
+impl ScalarUDFImpl for FirstFn {
+    fn name(&self) -> &str {
+        FIRST_FN
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        use arrow_array::types::{UInt32Type, UInt64Type};
+        let wal = args.args[0].to_array(args.number_rows)?;
+        let lsn = arg(&args, 1, &DataType::UInt64)?;
+        let index = arg(&args, 2, &DataType::UInt32)?;
+        let (Some(wal), Some(lsn), Some(index)) = (
+            wal.as_fixed_size_binary_opt(),
+            lsn.as_primitive_opt::<UInt64Type>(),
+            index.as_primitive_opt::<UInt32Type>(),
+        ) else {
+            return exec_err!("{FIRST_FN}: expected (FixedSizeBinary(16), UInt64, UInt32)");
+        };
+        let mut out = BooleanBuilder::with_capacity(args.number_rows);
+        // One lock per batch; the partitions of one execution share the map.
+        let mut seen = ourios_recoverable::lock(&self.seen);
+        let mut last: Option<([u8; 16], u64)> = None;
+        let mut unused = Vec::new();
+        let mut bits: &mut Vec<u64> = &mut unused;
+        for row in 0..args.number_rows {
+            let Ok(id) = <[u8; 16]>::try_from(wal.value(row)) else {
+                out.append_value(true);
+                continue;
+            };
+            let key = (id, lsn.value(row));
+            if last != Some(key) {
+                bits = seen.entry(key).or_default();
+                last = Some(key);
+            }
+            let i = index.value(row) as usize;
+            let (word, bit) = (i / 64, 1u64 << (i % 64));
+            if bits.len() <= word {
+                bits.resize(word + 1, 0);
+            }
+            let first = bits[word] & bit == 0;
+            bits[word] |= bit;
+            out.append_value(first);
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}

@@ -154,8 +154,9 @@ fn attribute(map: &str, key: &str) -> Expr {
 }
 
 impl LineQuery {
-    /// The predicate of every filter (None: no filter).
-    pub fn predicate(&self) -> Result<Option<Expr>, QueryError> {
+    /// The filters on record columns (time and its partitions, severity, attributes): what can
+    /// be decided before a line is rebuilt.
+    pub fn record_predicates(&self) -> Vec<Expr> {
         let mut all: Vec<Expr> = Vec::new();
         if let Some(since) = self.since {
             all.push(col("time").gt_eq(ts(since)));
@@ -180,6 +181,20 @@ impl LineQuery {
         if let Some(Severity { min, max }) = self.severity {
             all.push(col("severity_number").between(lit(min), lit(max)));
         }
+        for (k, v) in &self.attributes {
+            let value = datafusion::functions::expr_fn::coalesce(vec![
+                attribute("attributes", k),
+                attribute("resource_attributes", k),
+            ]);
+            all.push(value.eq(lit(v.as_str())));
+        }
+        all
+    }
+
+    /// The filters on the rebuilt `line` (text and regular expressions); a bad regular
+    /// expression is refused by name.
+    pub fn line_predicates(&self) -> Result<Vec<Expr>, QueryError> {
+        let mut all: Vec<Expr> = Vec::new();
         for s in &self.contains {
             all.push(contains(col("line"), lit(s.as_str())));
         }
@@ -194,29 +209,29 @@ impl LineQuery {
             check_regex(re)?;
             all.push(regexp_like(col("line"), lit(re.as_str()), None).not());
         }
-        for (k, v) in &self.attributes {
-            let value = datafusion::functions::expr_fn::coalesce(vec![
-                attribute("attributes", k),
-                attribute("resource_attributes", k),
-            ]);
-            all.push(value.eq(lit(v.as_str())));
-        }
+        Ok(all)
+    }
+
+    /// Every filter as one predicate over the `logs` view's columns (None: no filter).
+    pub fn predicate(&self) -> Result<Option<Expr>, QueryError> {
+        let mut all = self.record_predicates();
+        all.extend(self.line_predicates()?);
         Ok(all.into_iter().reduce(Expr::and))
     }
 
-    /// The plan: the `logs` view filtered, ordered by time and limited.
+    /// The plan: each record once, filtered, ordered by time, limited, with the columns
+    /// [`LINE_COLUMNS`]. It runs once (see [`TenantScope::records_once`]).
     pub async fn dataframe(&self, scope: &TenantScope) -> Result<DataFrame, QueryError> {
-        let mut df = scope.context().table("logs").await?;
-        if let Some(predicate) = self.predicate()? {
-            df = df.filter(predicate)?;
-        }
-        df = df.select_columns(&LINE_COLUMNS)?;
-        let ascending = self.order == Order::OldestFirst;
-        df = df.sort(vec![col("time").sort(ascending, false)])?;
-        if let Some(n) = self.limit {
-            df = df.limit(0, Some(n))?;
-        }
-        Ok(df)
+        let select: Vec<Expr> = LINE_COLUMNS.iter().map(|c| col(*c)).collect();
+        plan(
+            scope,
+            self.record_predicates(),
+            self.line_predicates()?,
+            Some(self.order),
+            self.limit,
+            select,
+        )
+        .await
     }
 
     /// Run the query; batches arrive as the engine produces them.
@@ -226,6 +241,41 @@ impl LineQuery {
     ) -> Result<SendableRecordBatchStream, QueryError> {
         Ok(self.dataframe(scope).await?.execute_stream().await?)
     }
+}
+
+/// Each record of `scope` once, where `record_predicates` and then `line_predicates` hold,
+/// sorted by time in `order` (if any) and limited, projected to `select` (which may name
+/// `line`). A line is rebuilt only where it is needed: before the sort when a line predicate
+/// reads it, else only for the rows the limit keeps.
+pub(crate) async fn plan(
+    scope: &TenantScope,
+    record_predicates: Vec<Expr>,
+    line_predicates: Vec<Expr>,
+    order: Option<Order>,
+    limit: Option<usize>,
+    select: Vec<Expr>,
+) -> Result<DataFrame, QueryError> {
+    let mut df = scope.records_once().await?;
+    if let Some(p) = record_predicates.into_iter().reduce(Expr::and) {
+        df = df.filter(p)?;
+    }
+    let sort_and_limit = |mut df: DataFrame| -> Result<DataFrame, QueryError> {
+        if let Some(order) = order {
+            df = df.sort(vec![col("time").sort(order == Order::OldestFirst, false)])?;
+        }
+        if let Some(n) = limit {
+            df = df.limit(0, Some(n))?;
+        }
+        Ok(df)
+    };
+    if let Some(p) = line_predicates.into_iter().reduce(Expr::and) {
+        df = df.with_column("line", scope.line_expr())?.filter(p)?;
+        df = sort_and_limit(df)?;
+    } else {
+        df = sort_and_limit(df)?;
+        df = df.with_column("line", scope.line_expr())?;
+    }
+    Ok(df.select(select)?)
 }
 
 fn check_regex(re: &str) -> Result<(), QueryError> {

@@ -561,18 +561,8 @@ async fn rows(
     label_names: &[String],
     with_line: bool,
 ) -> Result<Vec<(i64, Labels, Option<String>)>, QueryError> {
-    let mut df = scope.context().table("logs").await?;
-    let mut predicate = query.predicate()?;
-    for m in &selector.matchers {
-        let e = matcher_expr(m);
-        predicate = Some(match predicate {
-            Some(p) => p.and(e),
-            None => e,
-        });
-    }
-    if let Some(p) = predicate {
-        df = df.filter(p)?;
-    }
+    let mut record_predicates = query.record_predicates();
+    record_predicates.extend(selector.matchers.iter().map(matcher_expr));
     let mut select = vec![col("time")];
     for (i, name) in label_names.iter().enumerate() {
         select.push(label_expr(name).alias(format!("label_{i}")));
@@ -580,15 +570,20 @@ async fn rows(
     if with_line {
         select.push(col("line"));
     }
-    df = df.select(select)?;
-    if with_line {
-        df = df.sort(vec![
-            col("time").sort(query.order == Order::OldestFirst, false),
-        ])?;
-        if let Some(n) = query.limit {
-            df = df.limit(0, Some(n))?;
-        }
-    }
+    let (order, limit) = if with_line {
+        (Some(query.order), query.limit)
+    } else {
+        (None, None)
+    };
+    let df = crate::lines::plan(
+        scope,
+        record_predicates,
+        query.line_predicates()?,
+        order,
+        limit,
+        select,
+    )
+    .await?;
     let mut out = Vec::new();
     let mut stream = df.execute_stream().await?;
     while let Some(batch) = stream.try_next().await? {
@@ -725,13 +720,16 @@ pub async fn label_values(
     end: i64,
 ) -> Result<Value, QueryError> {
     let query = line_query(&LogSelector::default(), start, end);
-    let mut df = scope.context().table("logs").await?;
-    if let Some(p) = query.predicate()? {
-        df = df.filter(p)?;
-    }
-    let df = df
-        .select(vec![label_expr(name).alias("value")])?
-        .distinct()?;
+    let df = crate::lines::plan(
+        scope,
+        query.record_predicates(),
+        Vec::new(),
+        None,
+        None,
+        vec![label_expr(name).alias("value")],
+    )
+    .await?
+    .distinct()?;
     let mut values = std::collections::BTreeSet::new();
     let mut stream = df.execute_stream().await?;
     while let Some(batch) = stream.try_next().await? {
