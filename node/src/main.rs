@@ -11,7 +11,7 @@ use ourios_node::{Config, LogFormat, Node, NodeOptions, ServeArgs};
 #[command(
     name = "ourios-node",
     version,
-    about = "A log-ingest node that never loses an acknowledged record"
+    about = "A log store node: OTLP in, lines back, and never an acknowledged record lost"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -190,6 +190,11 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         out.flush()?;
     }
     if first {
+        // Nothing matched: say so where a person looks, and why a fresh line may not be here.
+        eprintln!(
+            "no lines for tenant {tenant} in the range (a line is readable once its records are \
+             published: within a sweep, about 15 s on the defaults)"
+        );
         ourios_query::write_rows(
             &ourios_query::datafusion::arrow::record_batch::RecordBatch::new_empty(stream.schema()),
             format,
@@ -233,7 +238,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         frames_skipped = r.skipped,
         intents_landed = r.intents_landed,
         intents_republished = r.intents_resealed,
-        "serving OTLP/HTTP (POST /v1/logs, GET /metrics, GET /healthz, GET /readyz)"
+        "serving OTLP/HTTP (POST /v1/logs), the Loki API (GET /loki/api/v1/...), GET /metrics, \
+         GET /healthz, GET /readyz"
     );
     if r.pre_intent_records > 0 {
         tracing::warn!(

@@ -1,6 +1,8 @@
 //! The HTTP surface: `POST /v1/logs` (OTLP/HTTP, protobuf or JSON, optionally gzip),
 //! `GET /metrics` (Prometheus text), `GET /healthz` (alive) and `GET /readyz` (ready to take
-//! writes, with the reasons when not).
+//! writes, with the reasons when not); the read endpoints (`/loki/api/v1/...`) are `loki.rs`'s.
+//! With `--auth-tokens`, ingest and reads need a token of their tenant and `/metrics` one with
+//! the metrics grant (`auth.rs`).
 //!
 //! The handler validates before anything is written: a bad body, an oversize body, an invalid
 //! tenant or a terminal tenant is refused and the WAL is untouched. A `200` means the request's

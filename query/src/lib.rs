@@ -56,10 +56,10 @@ pub enum QueryError {
     #[error("audit series unreadable")]
     Audit(#[from] ourios_sinks::ReadError),
     /// The engine refused or failed the query (a SQL error names the problem).
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] datafusion::error::DataFusionError),
     /// Arrow refused a conversion of a result column.
-    #[error("{0}")]
+    #[error(transparent)]
     Arrow(#[from] arrow_schema::ArrowError),
     /// A query argument is not valid (the message names it).
     #[error("{0}")]

@@ -188,9 +188,12 @@ impl ScalarUDFImpl for KnownFn {
 /// record are identical rows, so whichever copy a filter keeps, the others fail it too.
 #[derive(Debug)]
 pub(crate) struct FirstFn {
-    seen: std::sync::Mutex<std::collections::HashMap<([u8; 16], u64), Vec<u64>>>,
+    seen: std::sync::Mutex<SeenIds>,
     signature: Signature,
 }
+
+/// Per (WAL id, frame lsn), a bitset of the record indexes met.
+type SeenIds = std::collections::HashMap<([u8; 16], u64), Vec<u64>>;
 
 /// The name of the first-copy filter in plans.
 pub(crate) const FIRST_FN: &str = "ourios_first";

@@ -262,6 +262,12 @@ fn files_scanned(plan: &Arc<dyn ExecutionPlan>) -> usize {
     n
 }
 
+/// The files a line query's physical plan scans.
+async fn files_planned(scope: &ourios_query::TenantScope, q: &LineQuery) -> usize {
+    let df = q.dataframe(scope).await.unwrap();
+    files_scanned(&df.create_physical_plan().await.unwrap())
+}
+
 /// Proves a time-bounded query opens only the partitions in its range: as the store grows by
 /// whole days of hourly objects, the files a one-hour query scans stay the same, while an
 /// unbounded query's grow.
@@ -284,22 +290,8 @@ async fn a_time_bounded_query_scans_only_its_partitions() {
             until: Some(DAY0 + 6 * HOUR - 10),
             ..Default::default()
         };
-        let plan = q
-            .dataframe(&scope)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        bounded.push(files_scanned(&plan));
-        let plan = LineQuery::default()
-            .dataframe(&scope)
-            .await
-            .unwrap()
-            .create_physical_plan()
-            .await
-            .unwrap();
-        unbounded.push(files_scanned(&plan));
+        bounded.push(files_planned(&scope, &q).await);
+        unbounded.push(files_planned(&scope, &LineQuery::default()).await);
     }
     assert_eq!(
         bounded,
@@ -315,19 +307,18 @@ fn pruned_by_statistics(plan: &Arc<dyn ExecutionPlan>) -> (usize, usize) {
     let (mut pruned, mut matched) = (0, 0);
     if let Some(metrics) = plan.metrics() {
         for m in metrics.iter() {
-            if let MetricValue::PruningMetrics {
+            let MetricValue::PruningMetrics {
                 name,
                 pruning_metrics,
             } = m.value()
-            {
-                if name == "row_groups_pruned_statistics"
-                    || name == "files_ranges_pruned_statistics"
-                {
-                    pruned += pruning_metrics.pruned();
-                    if name == "row_groups_pruned_statistics" {
-                        matched += pruning_metrics.matched();
-                    }
-                }
+            else {
+                continue;
+            };
+            if name == "row_groups_pruned_statistics" {
+                pruned += pruning_metrics.pruned();
+                matched += pruning_metrics.matched();
+            } else if name == "files_ranges_pruned_statistics" {
+                pruned += pruning_metrics.pruned();
             }
         }
     }
