@@ -494,11 +494,13 @@ fn process_test(test: &str, debug: bool, envs: &[(&str, &str)], args: &[&str]) -
     if let Some(node) = node.as_deref() {
         envs.push(("OURIOS_CRASH_NODE", node));
     }
+    // `--workspace`, not `-p ourios-node`: the node alone resolves other features of the shared
+    // dependencies than the workspace does, and would build DataFusion a second time; the test
+    // target exists in the node only.
     let mut cmd = vec![
         "test",
         "--locked",
-        "-p",
-        "ourios-node",
+        "--workspace",
         "--test",
         test,
         "--",
