@@ -178,6 +178,15 @@ pub(crate) enum Denied {
 }
 
 impl Denied {
+    /// What the client reads.
+    pub(crate) fn message(&self) -> String {
+        match self {
+            Self::NoToken => "a bearer token is required (Authorization: Bearer <token>)".into(),
+            Self::Tenant(t) => format!("this token may not write or read tenant {t}"),
+            Self::Metrics => "this token may not read /metrics".into(),
+        }
+    }
+
     pub(crate) fn status(&self) -> StatusCode {
         match self {
             Self::NoToken => StatusCode::UNAUTHORIZED,
@@ -191,12 +200,7 @@ impl IntoResponse for Denied {
         let status = self.status();
         metrics::counter!(crate::metrics::AUTH_REFUSED, "status" => status.as_u16().to_string())
             .increment(1);
-        let message = match &self {
-            Self::NoToken => "a bearer token is required (Authorization: Bearer <token>)".into(),
-            Self::Tenant(t) => format!("this token may not write or read tenant {t}"),
-            Self::Metrics => "this token may not read /metrics".into(),
-        };
-        let mut resp = (status, format!("{message}\n")).into_response();
+        let mut resp = (status, format!("{}\n", self.message())).into_response();
         if self == Self::NoToken {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// [default: 127.0.0.1:4318].
     #[arg(long, env = "OURIOS_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Address the OTLP/gRPC LogsService listens on, or `off` [default: the --listen IP, port
+    /// 4317; port 0 (any free port) when --listen's port is 0].
+    #[arg(long, env = "OURIOS_GRPC_LISTEN")]
+    pub grpc_listen: Option<String>,
     /// Directory for the WAL (and the store, when --store is not given) [default: ./ourios-data].
     #[arg(long, env = "OURIOS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
@@ -87,9 +91,9 @@ pub struct ServeArgs {
     /// whole [default: 10000].
     #[arg(long, env = "OURIOS_MAX_TEMPLATES_PER_TENANT")]
     pub max_templates_per_tenant: Option<usize>,
-    /// Once serving (listener bound, recovery finished), write `{"listen": ADDR, "pid": PID}`
-    /// to this file (whole: written aside, then renamed); it is removed at shutdown. For
-    /// supervisors and tests that start the node on port 0 [default: none].
+    /// Once serving (listeners bound, recovery finished), write `{"listen": ADDR, "grpc": ADDR,
+    /// "pid": PID}` to this file (whole: written aside, then renamed); it is removed at
+    /// shutdown. For supervisors and tests that start the node on port 0 [default: none].
     #[arg(long, env = "OURIOS_READY_FILE")]
     pub ready_file: Option<PathBuf>,
     /// Bearer tokens (a TOML file of SHA-256 hashes, tenants and `/metrics` grants; see
@@ -122,6 +126,8 @@ pub enum LogFormat {
 pub struct Config {
     /// Listen address.
     pub listen: SocketAddr,
+    /// OTLP/gRPC listen address; `None` when off.
+    pub grpc_listen: Option<SocketAddr>,
     /// Data directory (the WAL lives in `<data_dir>/wal`).
     pub data_dir: PathBuf,
     /// Object store URL.
@@ -225,11 +231,25 @@ impl Config {
                 value: default_tenant,
                 why: "must be 1-64 bytes of [A-Za-z0-9_.-]",
             })?;
+        let listen = args
+            .listen
+            .or(file.listen)
+            .unwrap_or_else(|| "127.0.0.1:4318".parse().expect("literal"));
+        let grpc_listen = match args.grpc_listen.clone().or(file.grpc_listen) {
+            None => Some(SocketAddr::new(
+                listen.ip(),
+                if listen.port() == 0 { 0 } else { 4317 },
+            )),
+            Some(off) if off.trim().eq_ignore_ascii_case("off") => None,
+            Some(at) => Some(at.trim().parse().map_err(|_| ConfigError::Invalid {
+                field: "grpc_listen",
+                value: at,
+                why: "must be an address such as 127.0.0.1:4317, or `off`",
+            })?),
+        };
         let cfg = Config {
-            listen: args
-                .listen
-                .or(file.listen)
-                .unwrap_or_else(|| "127.0.0.1:4318".parse().expect("literal")),
+            listen,
+            grpc_listen,
             store,
             default_tenant,
             max_body_bytes: args
@@ -387,6 +407,7 @@ mod tests {
     fn config_defaults_are_valid() {
         let cfg = Config::resolve(&ServeArgs::default()).unwrap();
         assert_eq!(cfg.listen.port(), 4318);
+        assert_eq!(cfg.grpc_listen, Some("127.0.0.1:4317".parse().unwrap()));
         assert!(
             cfg.store.starts_with("file://") && cfg.store.ends_with("ourios-data/store"),
             "{}",
@@ -438,6 +459,42 @@ mod tests {
                 .to_string()
                 .contains("default_tenant")
         );
+    }
+
+    /// The gRPC address follows the HTTP one unless given: its IP, port 4317, or any free port
+    /// beside an ephemeral HTTP port; `off` turns it off; a bad value is refused naming it.
+    #[test]
+    fn config_grpc_listen_follows_listen_or_is_given() {
+        let resolve = |listen: &str, grpc: Option<&str>| {
+            Config::resolve(&ServeArgs {
+                listen: Some(listen.parse().unwrap()),
+                grpc_listen: grpc.map(str::to_owned),
+                ..Default::default()
+            })
+        };
+        let at = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        assert_eq!(
+            resolve("0.0.0.0:4318", None).unwrap().grpc_listen,
+            at("0.0.0.0:4317")
+        );
+        assert_eq!(
+            resolve("127.0.0.1:0", None).unwrap().grpc_listen,
+            at("127.0.0.1:0")
+        );
+        assert_eq!(
+            resolve("127.0.0.1:4318", Some("127.0.0.1:9000"))
+                .unwrap()
+                .grpc_listen,
+            at("127.0.0.1:9000")
+        );
+        assert_eq!(
+            resolve("127.0.0.1:4318", Some("off")).unwrap().grpc_listen,
+            None
+        );
+        let err = resolve("127.0.0.1:4318", Some("4317"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("grpc_listen") && err.contains("4317"), "{err}");
     }
 
     /// The log settings come from the file like any other, and a filter tracing cannot parse

@@ -1,17 +1,18 @@
 //! The serving node: wires every other crate into one process.
 //!
-//! OTLP/HTTP ingest validates a request, refuses a terminal tenant, appends to the WAL and
+//! OTLP/HTTP and OTLP/gRPC ingest validate a request, refuses a terminal tenant, appends to the WAL and
 //! acknowledges only after the group fsync covering it; `mine_batch_ordered` mines the records
 //! in WAL order per tenant and hands them to the encode pool. The age sweep and the barrier
 //! tasks publish, stamp per-tenant frontiers and truncate the WAL; recovery replays it on
 //! start. Proves RFC0054.2 and RFC0054.4 and the end-to-end legs of RFC 0056 (see `rfcs/`).
 //!
-//! It is the only crate that knows HTTP, OTLP, tokio tasks and the configuration file.
+//! It is the only crate that knows HTTP, gRPC, OTLP, tokio tasks and the configuration file.
 
 pub mod auth;
 pub mod cadence;
 pub mod config;
 mod core;
+pub mod grpc;
 mod intents;
 #[cfg(feature = "read")]
 mod loki;
@@ -96,12 +97,17 @@ pub struct Node {
     pub cadence: Cadence,
     /// The address the HTTP server listens on.
     pub addr: SocketAddr,
+    /// The address the OTLP/gRPC server listens on (`None` with `--grpc-listen off`).
+    pub grpc_addr: Option<SocketAddr>,
     /// What recovery did on start.
     pub recovery: Recovery,
     stop: watch::Sender<bool>,
     /// `None` once `shutdown` has taken them.
-    tasks: Option<(JoinHandle<()>, Vec<JoinHandle<()>>)>,
+    tasks: Option<Tasks>,
 }
+
+/// The servers (HTTP, gRPC) and the loops (sweep, barrier) a node's shutdown awaits.
+type Tasks = (Vec<JoinHandle<()>>, Vec<JoinHandle<()>>);
 
 impl Drop for Node {
     /// A node dropped without [`Node::shutdown`] still stops: the loops and the server are told
@@ -308,7 +314,7 @@ impl Node {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
-        let app = server::router(server::AppState {
+        let state = server::AppState {
             core: Arc::clone(&core),
             metrics: metrics_handle,
             default_tenant: config.default_tenant.clone(),
@@ -320,9 +326,42 @@ impl Node {
             #[cfg(feature = "read")]
             read: loki::ReadState::new(Arc::clone(&store)),
             auth,
-        });
+        };
+        // Bound before anything is spawned, so a taken port fails the start with its address.
+        let grpc_listener = match config.grpc_listen {
+            Some(at) => Some(
+                tokio::net::TcpListener::bind(at)
+                    .await
+                    .with_context(|| format!("binding {at} for OTLP/gRPC (--grpc-listen)"))?,
+            ),
+            None => None,
+        };
+        let grpc_addr = grpc_listener
+            .as_ref()
+            .map(tokio::net::TcpListener::local_addr)
+            .transpose()?;
+        let mut servers = Vec::new();
+        if let Some(listener) = grpc_listener {
+            let routes = tonic::service::Routes::from(grpc::router(state.clone()));
+            let mut grpc_stop = stop_rx.clone();
+            servers.push(tokio::spawn(async move {
+                let shutdown = async move {
+                    let _ = grpc_stop.changed().await;
+                };
+                let incoming =
+                    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
+                if let Err(e) = tonic::transport::Server::builder()
+                    .add_routes(routes)
+                    .serve_with_incoming_shutdown(incoming, shutdown)
+                    .await
+                {
+                    tracing::error!(error = %crate::server::said(&e), "the gRPC server stopped");
+                }
+            }));
+        }
+        let app = server::router(state);
         let mut server_stop = stop_rx;
-        let server = tokio::spawn(async move {
+        servers.push(tokio::spawn(async move {
             let shutdown = async move {
                 let _ = server_stop.changed().await;
             };
@@ -332,7 +371,7 @@ impl Node {
             {
                 tracing::error!(error = %crate::server::said(&e), "the HTTP server stopped");
             }
-        });
+        }));
         Ok(Node {
             core,
             cadence: Cadence {
@@ -340,9 +379,10 @@ impl Node {
                 cut: cut_tx,
             },
             addr,
+            grpc_addr,
             recovery,
             stop,
-            tasks: Some((server, loops)),
+            tasks: Some((servers, loops)),
         })
     }
 
@@ -351,8 +391,10 @@ impl Node {
     pub async fn shutdown(mut self) -> anyhow::Result<CutReport> {
         self.core.shutting_down.store(true, Ordering::Release);
         let _ = self.stop.send(true);
-        if let Some((server, loops)) = self.tasks.take() {
-            let _ = server.await;
+        if let Some((servers, loops)) = self.tasks.take() {
+            for s in servers {
+                let _ = s.await;
+            }
             for l in loops {
                 let _ = l.await;
             }

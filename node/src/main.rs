@@ -231,6 +231,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let r = &node.recovery;
     tracing::info!(
         listen = %node.addr,
+        grpc = %node.grpc_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
         wal = %data.join("wal").display(),
         %store,
         frames_mined = r.mined,
@@ -249,7 +250,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         );
     }
     if let Some(path) = &ready_file {
-        write_ready_file(path, node.addr)?;
+        write_ready_file(path, node.addr, node.grpc_addr)?;
     }
     shutdown_signal().await;
     if let Some(path) = &ready_file {
@@ -280,10 +281,14 @@ fn init_logging(config: &Config) {
     }
 }
 
-/// Says the node serves: `{"listen": ADDR, "pid": PID}`, written aside and renamed so a reader
-/// never sees half of it.
-fn write_ready_file(path: &Path, addr: SocketAddr) -> anyhow::Result<()> {
-    let ready = serde_json::json!({ "listen": addr.to_string(), "pid": std::process::id() });
+/// Says the node serves: `{"listen": ADDR, "grpc": ADDR or null, "pid": PID}`, written aside
+/// and renamed so a reader never sees half of it.
+fn write_ready_file(path: &Path, addr: SocketAddr, grpc: Option<SocketAddr>) -> anyhow::Result<()> {
+    let ready = serde_json::json!({
+        "listen": addr.to_string(),
+        "grpc": grpc.map(|a| a.to_string()),
+        "pid": std::process::id(),
+    });
     let mut aside = path.as_os_str().to_owned();
     aside.push(".partial");
     let aside = PathBuf::from(aside);

@@ -1,6 +1,7 @@
 //! Metric names this crate records (DESIGN.md §9). The README lists every one.
 
-/// Counter: requests refused before anything was written, label `status`.
+/// Counter: requests refused before anything was written, label `status` (the HTTP status, or
+/// the gRPC code's name in lower case for OTLP/gRPC).
 pub const INGEST_REFUSED: &str = "ourios.ingest.refused";
 /// Counter: requests acknowledged (their frame is durable in the WAL).
 pub const INGEST_REQUESTS: &str = "ourios.ingest.requests";
@@ -56,5 +57,6 @@ pub const INTENTS_LIVE: &str = "ourios.wal.intents_live";
 /// subset does not take, 503 when the store does not answer).
 pub const QUERY_REFUSED: &str = "ourios.query.refused";
 /// Counter: requests refused by the token check, label `status` (`401` no known token, `403`
-/// a token of other tenants, or without `/metrics`).
+/// a token of other tenants, or without `/metrics`; `unauthenticated` / `permission_denied`
+/// over gRPC).
 pub const AUTH_REFUSED: &str = "ourios.auth.refused";

@@ -173,6 +173,9 @@ pub fn wire_record_count(body: &[u8]) -> Option<usize> {
     Some(records)
 }
 
+/// The content type of an OTLP protobuf body (OTLP/HTTP's default, and what gRPC carries).
+pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";
+
 /// Decodes a request body into canonical protobuf bytes plus the decoded request.
 pub fn decode(
     format: Format,

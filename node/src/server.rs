@@ -81,113 +81,191 @@ async fn logs(
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
-    let Ok(_permit) = Arc::clone(&state.admission).try_acquire_owned() else {
-        let mut resp = refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "the node is at its limit of {} requests in flight (max_inflight_requests): retry",
-                state.max_inflight
-            ),
-        );
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("1"));
-        return resp;
-    };
-    let body = match body {
-        Ok(body) => body,
-        // Past the body limit (as sent, before any decompression): name the limit, as for a
-        // body that decompresses past it.
-        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            return refuse(
-                StatusCode::PAYLOAD_TOO_LARGE,
+    let outcome = match state.admit() {
+        Err(refusal) => Err(refusal),
+        Ok(_permit) => match body {
+            Ok(body) => {
+                let content_type = headers
+                    .get(header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok());
+                let encoding = headers
+                    .get(header::CONTENT_ENCODING)
+                    .and_then(|v| v.to_str().ok());
+                accept(&state, &headers, content_type, encoding, &body).await
+            }
+            // Past the body limit (as sent, before any decompression): name the limit, as for
+            // a body that decompresses past it.
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(Refusal::new(
+                Refused::TooLarge,
                 otlp::DecodeError::TooLarge {
                     limit: state.max_body_bytes,
                 }
                 .to_string(),
-            );
-        }
-        Err(e) => return refuse(e.status(), e.body_text()),
+            )),
+            Err(e) => Err(Refusal::new(Refused::Invalid, e.body_text())),
+        },
     };
-    let tenant = match tenant_of(&state, &headers) {
-        Ok(t) => t,
-        Err(bad) => return refuse(StatusCode::BAD_REQUEST, bad),
-    };
-    if let Some(Err(denied)) = state
-        .auth
-        .as_ref()
-        .map(|a| a.allow_tenant(&headers, &tenant))
-    {
-        return denied.into_response();
+    match outcome {
+        // OTLP/HTTP success: an empty ExportLogsServiceResponse in the request's format.
+        Ok(Format::Json) => ([(header::CONTENT_TYPE, "application/json")], "{}").into_response(),
+        Ok(Format::Protobuf) => (
+            [(header::CONTENT_TYPE, otlp::PROTOBUF_CONTENT_TYPE)],
+            Vec::<u8>::new(),
+        )
+            .into_response(),
+        Err(refusal) => refusal.into_response(),
     }
-    let format = match Format::from_content_type(
-        headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok()),
-    ) {
-        Ok(f) => f,
-        Err(e) => return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, said(&e)),
-    };
-    let encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok());
+}
+
+impl AppState {
+    /// Admission into the ingest path: a permit held until the request is answered, or a
+    /// refusal at once when `max_inflight_requests` are in it.
+    pub(crate) fn admit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+        Arc::clone(&self.admission)
+            .try_acquire_owned()
+            .map_err(|_| {
+                Refusal::new(
+                    Refused::Busy { retry_after: 1 },
+                    format!(
+                        "the node is at its limit of {} requests in flight \
+                         (max_inflight_requests): retry",
+                        self.max_inflight
+                    ),
+                )
+            })
+    }
+}
+
+/// The ingest path OTLP/HTTP and OTLP/gRPC share, once admitted: the tenant, the token, the
+/// body's format, decoding within the limits, then `Core::ingest`, which answers once the
+/// request's frame is durable in the WAL. Returns the body's format (the HTTP answer is in it).
+/// A refusal has written nothing.
+pub(crate) async fn accept(
+    state: &AppState,
+    headers: &HeaderMap,
+    content_type: Option<&str>,
+    encoding: Option<&str>,
+    body: &[u8],
+) -> Result<Format, Refusal> {
+    let tenant = tenant_of(state, headers).map_err(|bad| Refusal::new(Refused::Invalid, bad))?;
+    if let Some(auth) = &state.auth {
+        auth.allow_tenant(headers, &tenant)
+            .map_err(Refusal::denied)?;
+    }
+    let format = Format::from_content_type(content_type)
+        .map_err(|e| Refusal::new(Refused::Unsupported, said(&e)))?;
     let limits = otlp::Limits {
         body_bytes: state.max_body_bytes,
         records: state.max_records,
     };
-    let (canonical, request) = match otlp::decode(format, encoding, &body, limits) {
-        Ok(ok) => ok,
-        Err(
-            e @ (otlp::DecodeError::TooLarge { .. }
+    let (canonical, request) = otlp::decode(format, encoding, body, limits).map_err(|e| {
+        let kind = match e {
+            otlp::DecodeError::TooLarge { .. }
             | otlp::DecodeError::TooLargeExpanded { .. }
-            | otlp::DecodeError::TooManyRecords { .. }),
-        ) => {
-            return refuse(StatusCode::PAYLOAD_TOO_LARGE, said(&e));
-        }
-        Err(e @ otlp::DecodeError::UnsupportedEncoding(_)) => {
-            return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, said(&e));
-        }
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, said(&e)),
-    };
-    match state.core.ingest(&tenant, canonical, request).await {
-        Ok(_) => {
-            // OTLP/HTTP success: an empty ExportLogsServiceResponse in the request's format.
-            match format {
-                Format::Json => {
-                    ([(header::CONTENT_TYPE, "application/json")], "{}").into_response()
+            | otlp::DecodeError::TooManyRecords { .. } => Refused::TooLarge,
+            otlp::DecodeError::UnsupportedEncoding(_)
+            | otlp::DecodeError::UnsupportedContentType(_) => Refused::Unsupported,
+            _ => Refused::Invalid,
+        };
+        Refusal::new(kind, said(&e))
+    })?;
+    state
+        .core
+        .ingest(&tenant, canonical, request)
+        .await
+        .map_err(|e| {
+            let kind = match &e {
+                // Retryable for the client: the node will accept again after a restart into a
+                // repaired store.
+                IngestError::TenantTerminal { .. } => Refused::Unavailable {
+                    retry_after: Some(30),
+                },
+                // Retryable: publishes drain the buffer within a sweep or two once the store
+                // answers.
+                IngestError::BufferFull { .. } => Refused::Busy { retry_after: 5 },
+                IngestError::InvalidTenant(_) => Refused::Invalid,
+                IngestError::TooManyTenants { .. } => Refused::TooManyTenants,
+                IngestError::ShuttingDown => Refused::Unavailable { retry_after: None },
+                // Not retryable: the same request can never fit (the limits are set so that
+                // only a JSON body whose protobuf form is larger than itself gets here).
+                IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. }) => {
+                    Refused::TooLarge
                 }
-                Format::Protobuf => (
-                    [(header::CONTENT_TYPE, "application/x-protobuf")],
-                    Vec::<u8>::new(),
-                )
-                    .into_response(),
-            }
+                IngestError::Wal(_) => Refused::Unavailable { retry_after: None },
+            };
+            Refusal::new(kind, said(&e))
+        })?;
+    Ok(format)
+}
+
+/// Why an ingest request was refused, in terms both protocols map: OTLP/HTTP to a status and
+/// `Retry-After` (here), OTLP/gRPC to a code and a `RetryInfo` (`grpc.rs`). Nothing was written.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) kind: Refused,
+    /// What the client reads: the limit or rule, named.
+    pub(crate) message: String,
+}
+
+/// The kinds of refusal, each with one meaning for the client: retry or not, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// The request can never be taken as sent (undecodable, empty, an invalid tenant): `400`,
+    /// `INVALID_ARGUMENT`.
+    Invalid,
+    /// A content type or encoding the node does not speak: `415`, `INVALID_ARGUMENT`.
+    Unsupported,
+    /// Over a size or count limit, so the same request never fits: `413`,
+    /// `RESOURCE_EXHAUSTED` without `RetryInfo` (OTLP clients do not retry it).
+    TooLarge,
+    /// A new tenant past `max_tenants`: `429`, `RESOURCE_EXHAUSTED` without `RetryInfo`.
+    TooManyTenants,
+    /// A limit that clears by itself (requests in flight, the record buffer's ceiling): `503`
+    /// with `Retry-After`, `RESOURCE_EXHAUSTED` with `RetryInfo`.
+    Busy {
+        /// Seconds to wait before retrying.
+        retry_after: u32,
+    },
+    /// The node cannot take writes for this tenant now (a terminal tenant, a failed WAL,
+    /// shutting down): `503`, `UNAVAILABLE` (always retryable), with the delay when known.
+    Unavailable {
+        /// Seconds to wait before retrying, when the node can say.
+        retry_after: Option<u32>,
+    },
+    /// The token check refused: `401`/`403`, `UNAUTHENTICATED`/`PERMISSION_DENIED`.
+    Denied(crate::auth::Denied),
+}
+
+impl Refusal {
+    pub(crate) fn new(kind: Refused, message: String) -> Self {
+        Self { kind, message }
+    }
+
+    fn denied(denied: crate::auth::Denied) -> Self {
+        Self {
+            message: denied.message(),
+            kind: Refused::Denied(denied),
         }
-        Err(e @ IngestError::TenantTerminal { .. }) => {
-            // Retryable for the client: the node will accept again after a restart into a
-            // repaired store.
-            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e));
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let (status, retry_after) = match self.kind {
+            Refused::Invalid => (StatusCode::BAD_REQUEST, None),
+            Refused::Unsupported => (StatusCode::UNSUPPORTED_MEDIA_TYPE, None),
+            Refused::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, None),
+            Refused::TooManyTenants => (StatusCode::TOO_MANY_REQUESTS, None),
+            Refused::Busy { retry_after } => (StatusCode::SERVICE_UNAVAILABLE, Some(retry_after)),
+            Refused::Unavailable { retry_after } => (StatusCode::SERVICE_UNAVAILABLE, retry_after),
+            Refused::Denied(denied) => return denied.into_response(),
+        };
+        let mut resp = refuse(status, self.message);
+        if let Some(secs) = retry_after {
             resp.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("30"));
-            resp
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
         }
-        Err(e @ IngestError::BufferFull { .. }) => {
-            // Retryable: publishes drain the buffer within a sweep or two once the store answers.
-            let mut resp = refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e));
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, header::HeaderValue::from_static("5"));
-            resp
-        }
-        Err(e @ IngestError::InvalidTenant(_)) => refuse(StatusCode::BAD_REQUEST, said(&e)),
-        Err(e @ IngestError::TooManyTenants { .. }) => {
-            refuse(StatusCode::TOO_MANY_REQUESTS, said(&e))
-        }
-        Err(e @ IngestError::ShuttingDown) => refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e)),
-        // Not retryable: the same request can never fit (the limits are set so that only a
-        // JSON body whose protobuf form is larger than itself gets here).
-        Err(e @ IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. })) => {
-            refuse(StatusCode::PAYLOAD_TOO_LARGE, said(&e))
-        }
-        Err(e @ IngestError::Wal(_)) => refuse(StatusCode::SERVICE_UNAVAILABLE, said(&e)),
+        resp
     }
 }
 

@@ -19,7 +19,7 @@ fn gzip(bytes: &[u8]) -> Vec<u8> {
 
 /// What the client sent for one record, as the store must give it back.
 #[derive(Debug)]
-struct Sent {
+pub(crate) struct Sent {
     tenant: String,
     id: RecordId,
     body: String,
@@ -35,7 +35,7 @@ struct Sent {
 
 /// The records `req` carries, as frame `lsn` of `tenant` (the flattening the OTLP spec
 /// defines: resource, scope, record order).
-fn expect(tenant: &str, lsn: Lsn, req: &ExportLogsServiceRequest) -> Vec<Sent> {
+pub(crate) fn expect(tenant: &str, lsn: Lsn, req: &ExportLogsServiceRequest) -> Vec<Sent> {
     let text = |v: &opentelemetry_proto::tonic::common::v1::AnyValue| match &v.value {
         Some(opentelemetry_proto::tonic::common::v1::any_value::Value::StringValue(s)) => s.clone(),
         Some(opentelemetry_proto::tonic::common::v1::any_value::Value::IntValue(i)) => {
@@ -79,8 +79,36 @@ fn expect(tenant: &str, lsn: Lsn, req: &ExportLogsServiceRequest) -> Vec<Sent> {
     out
 }
 
+impl Sent {
+    /// Asserts the store holds this record as sent: the body byte for byte, the times,
+    /// severity, attributes, resource attributes, trace and span ids.
+    pub(crate) fn assert_stored(
+        &self,
+        stored: &std::collections::BTreeMap<(String, RecordId), (ourios_sinks::LogRecord, String)>,
+    ) {
+        let s = self;
+        let key = (s.tenant.clone(), s.id);
+        let (record, body) = stored
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key:?} is not in the store"));
+        assert_eq!(body.as_bytes(), s.body.as_bytes(), "{key:?} body");
+        assert_eq!(record.time_unix_nano, s.time, "{key:?}");
+        assert_eq!(record.observed_time_unix_nano, s.observed, "{key:?}");
+        assert_eq!(record.severity_number, s.severity_number, "{key:?}");
+        assert_eq!(record.severity_text, s.severity_text, "{key:?}");
+        assert_eq!(record.attributes, s.attributes, "{key:?}");
+        assert_eq!(
+            &record.resource_attributes[..],
+            &s.resource_attributes[..],
+            "{key:?}"
+        );
+        assert_eq!(record.trace_id, s.trace_id, "{key:?}");
+        assert_eq!(record.span_id, s.span_id, "{key:?}");
+    }
+}
+
 /// Bodies a real service might log, including what a template renderer must escape.
-fn tricky_lines() -> Vec<String> {
+pub(crate) fn tricky_lines() -> Vec<String> {
     vec![
         "payment 7731 failed: card <declined> by issuer\\gateway".into(),
         "payment 7732 failed: card <declined> by issuer\\gateway".into(),
@@ -185,23 +213,7 @@ async fn e2e_otlp_protobuf_and_json_round_trip() {
     let rebuilt = stored.values().filter(|(r, _)| r.body.is_none()).count();
     assert!(rebuilt > 0, "the bodies come back through their templates");
     for s in &sent {
-        let key = (s.tenant.clone(), s.id);
-        let (record, body) = stored
-            .get(&key)
-            .unwrap_or_else(|| panic!("{key:?} is not in the store"));
-        assert_eq!(body.as_bytes(), s.body.as_bytes(), "{key:?} body");
-        assert_eq!(record.time_unix_nano, s.time, "{key:?}");
-        assert_eq!(record.observed_time_unix_nano, s.observed, "{key:?}");
-        assert_eq!(record.severity_number, s.severity_number, "{key:?}");
-        assert_eq!(record.severity_text, s.severity_text, "{key:?}");
-        assert_eq!(record.attributes, s.attributes, "{key:?}");
-        assert_eq!(
-            &record.resource_attributes[..],
-            &s.resource_attributes[..],
-            "{key:?}"
-        );
-        assert_eq!(record.trace_id, s.trace_id, "{key:?}");
-        assert_eq!(record.span_id, s.span_id, "{key:?}");
+        s.assert_stored(&stored);
     }
     node.shutdown().await.unwrap();
 }

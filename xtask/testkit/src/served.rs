@@ -22,6 +22,9 @@ pub const GUARD: Duration = Duration::from_secs(60);
 pub struct Ready {
     /// The address it listens on.
     pub listen: SocketAddr,
+    /// The node's OTLP/gRPC address, when it serves one.
+    #[serde(default)]
+    pub grpc: Option<SocketAddr>,
     /// Its process id.
     pub pid: u32,
 }
