@@ -1,24 +1,29 @@
 //! `cargo xtask interop`: the node's Parquet, read by readers that share no code with the writer.
 //!
-//! Builds the debug `ourios-node`, serves a small OTLP/JSON workload for two tenants into a fresh
-//! data directory, stops the node with SIGTERM (its final cut publishes everything buffered),
-//! and runs `xtask/interop/read_store.py` on `<data>/store` with pyarrow and DuckDB from a venv
-//! kept in the target directory (`<target>/interop-venv`, created and filled from PyPI on first
-//! use, reused after). A machine that cannot build the venv fails the task with the reason: the
-//! check is never skipped.
+//! Builds the debug `ourios-node`, serves a small OTLP/JSON workload for two tenants over HTTP
+//! and one for a third tenant over OTLP/gRPC (sent by the OpenTelemetry Python SDK's own gRPC
+//! exporter, `xtask/interop/send_grpc.py`) into a fresh data directory, stops the node with
+//! SIGTERM (its final cut publishes everything buffered), and runs `xtask/interop/read_store.py`
+//! on `<data>/store` with pyarrow and DuckDB. Both scripts run in a venv kept in the target
+//! directory (`<target>/interop-venv`, created and filled from PyPI on first use, reused after).
+//! A machine that cannot build the venv fails the task with the reason: the check is never
+//! skipped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use ourios_testkit::{Served, http};
+use ourios_testkit::{Ready, Served, http};
 
 /// Tenants of the workload (the `X-Scope-OrgID` header).
 const TENANTS: [&str; 2] = ["interop-a", "interop-b"];
 /// Requests per tenant, and log records per request.
 const REQUESTS: usize = 3;
 const RECORDS: usize = 4;
+/// The tenant the gRPC exporter writes, and how many records it sends (in batches of 7).
+const GRPC_TENANT: &str = "interop-grpc";
+const GRPC_RECORDS: usize = 25;
 /// 2023-11-14T22:13:20Z: the workload's records span this hour and the next.
 const T0: u64 = 1_700_000_000_000_000_000;
 const HOUR: u64 = 3_600_000_000_000;
@@ -39,14 +44,19 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             .with_context(|| format!("cannot clear {}", data.display()))?;
     }
     std::fs::create_dir_all(&data)?;
-    let sent = workload(&target.join("debug").join("ourios-node"), &data)?;
+    let sent = workload(
+        &target.join("debug").join("ourios-node"),
+        &data,
+        &python,
+        &root.join("xtask/interop/send_grpc.py"),
+    )?;
     let mut cmd = Command::new(&python);
     cmd.arg(root.join("xtask/interop/read_store.py"))
         .arg(data.join("store"))
         .arg("--expect-records")
         .arg(sent.to_string())
         .arg("--expect-tenants")
-        .arg(TENANTS.join(","));
+        .arg(format!("{},{GRPC_TENANT}", TENANTS.join(",")));
     println!("$ {cmd:?}");
     let status = cmd.status().context("could not run the interop reader")?;
     if !status.success() {
@@ -55,13 +65,17 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The venv's python, with pyarrow and duckdb importable: created and filled when missing.
+/// The venv's python, with pyarrow, duckdb and the OpenTelemetry SDK's gRPC exporter
+/// importable: created and filled when missing.
 pub(crate) fn venv(target: &Path) -> Result<PathBuf> {
     let venv = target.join("interop-venv");
     let python = venv.join("bin").join("python");
     let importable = |python: &Path| {
         Command::new(python)
-            .args(["-c", "import pyarrow, duckdb"])
+            .args([
+                "-c",
+                "import pyarrow, duckdb, opentelemetry.exporter.otlp.proto.grpc",
+            ])
             .stderr(Stdio::null())
             .status()
             .is_ok_and(|s| s.success())
@@ -88,12 +102,14 @@ pub(crate) fn venv(target: &Path) -> Result<PathBuf> {
             "--quiet",
             "pyarrow",
             "duckdb",
+            "opentelemetry-sdk",
+            "opentelemetry-exporter-otlp-proto-grpc",
         ])
         .status();
     if !status.as_ref().is_ok_and(ExitStatus::success) || !importable(&python) {
         bail!(
-            "pip could not install pyarrow and duckdb into {} ({}; is PyPI reachable?): the \
-             interop check cannot run without them",
+            "pip could not install pyarrow, duckdb and the OpenTelemetry gRPC exporter into {} \
+             ({}; is PyPI reachable?): the interop check cannot run without them",
             venv.display(),
             outcome(&status)
         );
@@ -109,9 +125,9 @@ fn outcome(status: &std::io::Result<ExitStatus>) -> String {
     }
 }
 
-/// Serve the workload on a fresh node in `data`, stop it with SIGTERM, and return how many log
-/// records were acknowledged.
-fn workload(node: &Path, data: &Path) -> Result<usize> {
+/// Serve the workload on a fresh node in `data` (HTTP from here, gRPC from `send_grpc` run by
+/// `python`), stop it with SIGTERM, and return how many log records were acknowledged.
+fn workload(node: &Path, data: &Path, python: &Path, send_grpc: &Path) -> Result<usize> {
     let mut cmd = Command::new(node);
     cmd.arg("serve")
         .arg("--data-dir")
@@ -141,7 +157,26 @@ fn workload(node: &Path, data: &Path) -> Result<usize> {
             sent += RECORDS;
         }
     }
-    println!("interop: {sent} log records acknowledged for {TENANTS:?}; stopping the node");
+    let grpc = Ready::read(node.ready_file())
+        .context("the node's ready file is gone")?
+        .map_err(anyhow::Error::msg)?
+        .grpc
+        .context("the node serves no OTLP/gRPC (its ready file names no `grpc` address)")?;
+    let mut cmd = Command::new(python);
+    cmd.arg(send_grpc)
+        .arg(grpc.to_string())
+        .arg(GRPC_TENANT)
+        .arg(GRPC_RECORDS.to_string());
+    println!("$ {cmd:?}");
+    let status = cmd.status().context("could not run the gRPC sender")?;
+    if !status.success() {
+        bail!("the OTLP/gRPC exporter did not get every export acknowledged (exit {status})");
+    }
+    sent += GRPC_RECORDS;
+    println!(
+        "interop: {sent} log records acknowledged for {TENANTS:?} (HTTP) and {GRPC_TENANT} \
+         (gRPC); stopping the node"
+    );
 
     let exit = node.terminate(GUARD).map_err(anyhow::Error::msg)?;
     if !exit.success() {
