@@ -239,8 +239,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         frames_skipped = r.skipped,
         intents_landed = r.intents_landed,
         intents_republished = r.intents_resealed,
-        "serving OTLP/HTTP (POST /v1/logs), the Loki API (GET /loki/api/v1/...), GET /metrics, \
-         GET /healthz, GET /readyz"
+        "serving OTLP/HTTP (POST /v1/logs), OTLP/gRPC (LogsService/Export on `grpc`), the Loki \
+         API (GET /loki/api/v1/...), GET /metrics, GET /healthz, GET /readyz"
     );
     if r.pre_intent_records > 0 {
         tracing::warn!(
