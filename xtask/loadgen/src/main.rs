@@ -478,6 +478,8 @@ struct Row {
     tenants: usize,
     /// Records per request.
     batch: usize,
+    /// Mean encoded request size.
+    request_bytes: usize,
     rate: String,
     result: RunResult,
     window_cpu_us_per_line: f64,
@@ -548,6 +550,7 @@ fn measure(
         target,
         tenants: load.tenants,
         batch: load.batch,
+        request_bytes: load.request_bytes(),
         rate: rate.to_owned(),
         window_cpu_us_per_line: window as f64 * tick_us / lines,
         total_cpu_us_per_line: total as f64 * tick_us / lines,
@@ -562,8 +565,8 @@ fn bench(args: &BenchArgs) -> Result<()> {
     let me = std::env::current_exe()?;
     let node_flags: Vec<&str> = args.node_flags.split_whitespace().collect();
     let mut rows = Vec::new();
-    let mut mean_body = 0.0;
-    let mut request_bytes = 0;
+    // Bodies are drawn the same way whatever the batch: one mean for every row.
+    let mean_body = Load::new(1, 1).mean_body_bytes;
     // Progress: each row as the table will show it, as soon as it is measured.
     let print = |row: &Row| eprintln!("{}", row.markdown());
 
@@ -581,10 +584,6 @@ fn bench(args: &BenchArgs) -> Result<()> {
 
         for &tenants in &args.tenants {
             let load = Load::new(tenants, batch);
-            if batch == BATCH || mean_body == 0.0 {
-                mean_body = load.mean_body_bytes;
-                request_bytes = load.request_bytes();
-            }
             for rate in &args.rates {
                 parse_rate(rate)?;
                 let data = args
@@ -607,7 +606,7 @@ fn bench(args: &BenchArgs) -> Result<()> {
         }
     }
 
-    let md = render(args, &rows, mean_body, request_bytes);
+    let md = render(args, &rows, mean_body);
     if let Some(dir) = args.out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -626,7 +625,7 @@ fn fmt_rate(lines_per_sec: u64) -> String {
     }
 }
 
-fn render(args: &BenchArgs, rows: &[Row], mean_body: f64, request_bytes: usize) -> String {
+fn render(args: &BenchArgs, rows: &[Row], mean_body: f64) -> String {
     let cores = thread::available_parallelism().map_or(0, |n| n.get());
     let mut md = String::new();
     let _ = writeln!(md, "# Ingest benchmark (`cargo xtask bench ingest`)\n");
@@ -635,7 +634,7 @@ fn render(args: &BenchArgs, rows: &[Row], mean_body: f64, request_bytes: usize) 
         "{cores} cores. Release `ourios-node serve` with `{}` (audit sink on, encode workers 1, \
          WAL and `file://` store on the local disk), a fresh data directory per row. Load: \
          `ourios-loadgen`, a separate process on loopback: OTLP/HTTP protobuf, {} records \
-         per request (at {BATCH}: {request_bytes} bytes on average; bodies {mean_body:.0} bytes on average from 20 \
+         per request (sizes in the summaries below; bodies {mean_body:.0} bytes on average from 20 \
          templates with 3-4 numeric params; 10 % DEBUG, 70 % INFO, 13 % WARN, 7 % ERROR), \
          {} keep-alive connections, {} s per row, open loop at the offered rate (latency counts \
          from the scheduled send time) or back to back (`max`). CPU is the server's \
@@ -690,8 +689,9 @@ fn summarise(md: &mut String, args: &BenchArgs, rows: &[Row], batch: usize) {
     let _ = writeln!(md);
     let _ = writeln!(
         md,
-        "{batch} lines per request. In-run baseline (same generator, null server): client/HTTP \
+        "{batch} lines per request ({} bytes on average). In-run baseline (same generator, null server): client/HTTP \
          ceiling {} lines/s ({} requests/s), ack p99 {null_p99:.1} ms at 50 K lines/s offered.",
+        null("max").map_or(0, |r| r.request_bytes),
         fmt_rate(ceiling),
         ceiling / batch.max(1) as u64
     );
