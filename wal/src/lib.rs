@@ -32,6 +32,7 @@ mod replay;
 mod segment;
 mod sync;
 pub mod testing;
+mod turnstile;
 mod types;
 mod wal;
 
@@ -44,6 +45,7 @@ pub use io::{SegmentFile, StdIo, WalIo};
 pub use marks::{DiscardReason, DiscardedSnapshot, Marks, ReplayMode};
 pub use replay::{Replay, ReplayFrame};
 pub use segment::TornTail;
+pub use turnstile::{Ticket, Turn, Turnstile};
 pub use types::{Lsn, MAX_TENANT_LEN, TenantId, TenantIdError};
 pub use wal::{
     DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES, FrontierOutcome,

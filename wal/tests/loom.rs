@@ -1,7 +1,8 @@
 //! Loom models of the group commit: every interleaving of two appenders (with a failing sync
 //! at each position) keeps the promise — an append returns `Ok` only once a sync covering its
 //! frame succeeded, a failed sync fails every frame it covered, nothing is acknowledged after
-//! it, and no waiter is left blocked.
+//! it, and no waiter is left blocked. And of the node's use of it: one tenant's requests
+//! share commits yet are mined in lsn order (`Wal::submit`, `wait_durable`, `Turnstile`).
 //!
 //! Run with `cargo xtask loom wal` (time budget: the models finish in well under a second; the
 //! loom build takes ~1 min), which is:
@@ -235,4 +236,98 @@ fn loom_failed_second_sync_refuses_everything_after_it() {
 #[test]
 fn loom_three_appenders_every_waiter_of_a_batch_is_woken() {
     loom::model(|| race(3, None));
+}
+
+/// One tenant's requests as the node runs them: submit and take a turn under the tenant's
+/// order lock, wait for durability outside it (so they can share a commit), then "mine" in
+/// turn. Returns the lsns in the order they were mined.
+fn ordered_race(
+    appenders: u8,
+    fail_sync: Option<u64>,
+) -> (Vec<Lsn>, Vec<Result<Lsn, AppendError>>) {
+    let (wal, io) = open(fail_sync);
+    let order = Arc::new(loom::sync::Mutex::new(()));
+    let turns = Arc::new(ourios_wal::Turnstile::new());
+    let mined = Arc::new(loom::sync::Mutex::new(Vec::new()));
+    let handles: Vec<_> = (0..appenders)
+        .map(|i| {
+            let (wal, io) = (Arc::clone(&wal), io.clone());
+            let (order, turns, mined) =
+                (Arc::clone(&order), Arc::clone(&turns), Arc::clone(&mined));
+            thread::spawn(move || {
+                let tenant = TenantId::new("t").unwrap();
+                let (lsn, ticket) = {
+                    let _order = order.lock().unwrap();
+                    (wal.submit(&tenant, &[i])?, turns.take())
+                };
+                wal.wait_durable(lsn)?;
+                assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
+                let _turn = ticket.wait();
+                mined.lock().unwrap().push(lsn);
+                Ok(lsn)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let mined = mined.lock().unwrap().clone();
+    (mined, results)
+}
+
+/// Proves, over every interleaving of three requests of one tenant, that every durable frame
+/// is mined, once, in lsn order, although the requests wait for durability concurrently (the
+/// node's ingest: `Wal::submit` and `Turnstile::take` under the order lock, `wait_durable`
+/// outside it).
+/// Reasoned mutation (not run as a mutant): make `Ticket::wait` return without waiting and some
+/// interleaving mines out of order; drop `notify_all` from `Turnstile::finish` and loom reports
+/// a waiter blocked forever.
+#[test]
+fn loom_one_tenants_frames_are_mined_in_lsn_order_sharing_commits() {
+    loom::model(|| {
+        let (mined, results) = ordered_race(3, None);
+        assert_eq!(mined.len(), 3, "{results:?}");
+        assert!(
+            mined.windows(2).all(|w| w[0] < w[1]),
+            "mined out of order: {mined:?}"
+        );
+    });
+}
+
+/// Proves, over every interleaving, that when a sync fails only acknowledged frames are mined,
+/// in lsn order, and no request is left waiting for a turn (loom reports a deadlock
+/// otherwise). (A failure refuses every later frame too, so no later request ever waits on a
+/// refused one's turn; `loom_a_ticket_given_up_lets_the_next_pass` proves the give-up itself.)
+#[test]
+fn loom_a_failed_frame_gives_its_turn_up() {
+    loom::model(|| {
+        let (mined, results) = ordered_race(2, Some(1));
+        let acked: Vec<Lsn> = results
+            .iter()
+            .filter_map(|r| r.as_ref().ok().copied())
+            .collect();
+        assert_eq!(mined, acked, "{results:?}");
+        assert!(
+            mined.windows(2).all(|w| w[0] < w[1]),
+            "mined out of order: {mined:?}"
+        );
+    });
+}
+
+/// Proves, over every interleaving, that a ticket dropped unused (its request failed or
+/// unwound before its turn) gives the turn up, whether it is dropped before or after the next
+/// ticket starts waiting.
+/// Reasoned mutation (not run as a mutant): make `Ticket`'s `Drop` do nothing and loom reports
+/// the waiting thread blocked forever.
+#[test]
+fn loom_a_ticket_given_up_lets_the_next_pass() {
+    loom::model(|| {
+        let turns = Arc::new(ourios_wal::Turnstile::new());
+        let first = turns.take();
+        let later = Arc::clone(&turns);
+        let waiter = thread::spawn(move || {
+            // Taken after `first`: it may pass only once `first` passed or gave up.
+            let _turn = later.take().wait();
+        });
+        drop(first);
+        waiter.join().unwrap();
+    });
 }

@@ -17,7 +17,8 @@ impl Batch {
 impl Wal {
     /// Appends one frame for `tenant` and returns its lsn once a `fdatasync` covering it has
     /// succeeded. Concurrent callers share syncs (group commit): the first waiter without a
-    /// commit in progress writes and syncs every queued frame for all of them.
+    /// commit in progress writes and syncs every queued frame for all of them. The same as
+    /// [`Wal::submit`] then [`Wal::wait_durable`].
     ///
     /// After a failed write, sync or rotation the WAL is read-only: every frame that failure
     /// covered gets [`AppendError::Failed`], every later call [`AppendError::Poisoned`]. It
@@ -28,6 +29,23 @@ impl Wal {
     /// # Errors
     /// [`AppendError`]; on any error the frame is not acknowledged.
     pub fn append(&self, tenant: &TenantId, payload: &[u8]) -> Result<Lsn, AppendError> {
+        let lsn = self.submit(tenant, payload)?;
+        self.wait_durable(lsn)?;
+        Ok(lsn)
+    }
+
+    /// The first half of [`Wal::append`]: queues one frame for `tenant` in the next commit and
+    /// returns its lsn at once, without waiting for it to be durable. Frames get lsns in the
+    /// order of `submit` calls, so a caller that serialises its submits (the node does, per
+    /// tenant) knows its frames' order before any of them is durable.
+    ///
+    /// The frame is not acknowledged yet: call [`Wal::wait_durable`] with the lsn before
+    /// treating it as written. A frame nobody waits for is still written by the next commit
+    /// any appender leads, but nothing leads one on its behalf.
+    ///
+    /// # Errors
+    /// [`AppendError::FrameTooLarge`] (nothing queued) or [`AppendError::Poisoned`].
+    pub fn submit(&self, tenant: &TenantId, payload: &[u8]) -> Result<Lsn, AppendError> {
         let prefix = FramePrefix::new(tenant, payload)
             .filter(|p| p.encoded_len() <= self.config.max_frame_bytes)
             .ok_or_else(|| {
@@ -47,9 +65,20 @@ impl Wal {
         state.next_lsn += 1;
         prefix.encode_into(&mut state.batch.bytes, lsn, tenant, payload);
         state.batch.frames.push((lsn, tenant.clone()));
+        Ok(lsn)
+    }
+
+    /// The second half of [`Wal::append`]: returns once a `fdatasync` covering the frame
+    /// [`Wal::submit`] gave `lsn` has succeeded, leading a commit if none is in progress.
+    ///
+    /// # Errors
+    /// [`AppendError::Failed`] if the failure covered this frame, [`AppendError::Poisoned`] if
+    /// an earlier one made the WAL read-only; either way the frame is not acknowledged.
+    pub fn wait_durable(&self, lsn: Lsn) -> Result<(), AppendError> {
+        let mut state = lock(&self.commit);
         loop {
             if state.durable >= lsn {
-                return Ok(lsn);
+                return Ok(());
             }
             if let Some(failure) = &state.failure {
                 let covered = failure

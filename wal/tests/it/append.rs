@@ -34,6 +34,35 @@ fn append_lsns_start_at_one_and_replay_returns_frames_intact() {
     assert_eq!(wal.durable_lsn(), Lsn(10));
 }
 
+/// Proves the two halves of `append`: `submit` fixes the lsn in call order without writing or
+/// syncing anything, and the first `wait_durable` writes and syncs every submitted frame in one
+/// commit, so the second returns without a sync of its own (what lets a tenant's requests share
+/// a commit while the node orders their mining by lsn).
+/// Reasoned mutation (not run as a mutant): make `submit` wait for durability itself (the old
+/// single-step `append`) and `syncs` is 1 before the first `wait_durable`.
+#[test]
+fn submit_fixes_the_order_and_one_wait_commits_every_submitted_frame() {
+    let dir = tempdir();
+    let (wal, _) = open(dir.path());
+    let t = tenant("t");
+    let syncs = wal.stats().syncs;
+    let first = wal.submit(&t, &payload(1, 64)).unwrap();
+    let second = wal.submit(&t, &payload(2, 64)).unwrap();
+    assert_eq!((first, second), (Lsn(1), Lsn(2)));
+    assert_eq!(wal.stats().syncs, syncs, "submit synced");
+    assert_eq!(wal.durable_lsn(), Lsn::ZERO, "submit acknowledged");
+    wal.wait_durable(second).unwrap();
+    assert_eq!(wal.durable_lsn(), Lsn(2));
+    wal.wait_durable(first).unwrap();
+    assert_eq!(
+        wal.stats().syncs,
+        syncs + 1,
+        "one commit covers both frames"
+    );
+    let lsns: Vec<Lsn> = replay_all(&wal).into_iter().map(|f| f.lsn).collect();
+    assert_eq!(lsns, vec![Lsn(1), Lsn(2)]);
+}
+
 /// Proves an append is not acknowledged while the sync covering it is still running, and that
 /// one sync covers every append queued behind the one in flight (group commit): 9 appends,
 /// exactly 2 syncs.
