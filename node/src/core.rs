@@ -68,8 +68,13 @@ pub enum IngestError {
 /// Per-tenant ingest state.
 #[derive(Debug, Default)]
 pub(crate) struct TenantState {
-    /// Serialises a tenant's append + mine, so its frames are mined in WAL order.
+    /// Serialises a tenant's WAL submit with taking its turn in `turns` (and recovery's
+    /// mining), so turns follow lsn order. Never held across the wait for durability: a
+    /// tenant's concurrent requests share one group commit.
     pub(crate) order: Mutex<()>,
+    /// A tenant's frames are mined one at a time in lsn order: each request waits for its
+    /// frame to be durable, then for its turn.
+    pub(crate) turns: ourios_wal::Turnstile,
     /// The tenant's miner (`None` until its first line or restore). Its lock is per tenant: a
     /// cut's capture takes it for one tenant at a time, so encoding one tenant's snapshot never
     /// stops another tenant's mining.
@@ -183,7 +188,8 @@ impl Core {
     }
 
     /// The ingest path: refuse a terminal tenant, append the canonical request to the WAL
-    /// (group commit), then `mine_batch_ordered`. Returns the frame's lsn once it is durable.
+    /// (group commit, shared with the tenant's other requests in flight), then, in the
+    /// tenant's lsn order, `mine_batch_ordered`. Returns the frame's lsn once it is durable.
     /// A miner panic after the append still acknowledges: the frame is durable and held.
     pub async fn ingest(
         self: &Arc<Self>,
@@ -243,12 +249,21 @@ impl Core {
         // The WAL's group commit and the miner are blocking: run both off the async workers.
         let joined = tokio::task::spawn_blocking(move || {
             let state = core.tenant(&tenant);
-            let _order = lock(&state.order);
-            let lsn = core.wal.append(&tid, &canonical)?;
-            // The promise starts here: the frame is durable. A miner panic on a line is handled
-            // inside (the line kept whole); one that escapes has handed the prefix to the sink
-            // and held the frame when it reaches this catch. The request is acknowledged all
-            // the same (a retry would duplicate a durable frame).
+            let (lsn, ticket) = {
+                let _order = lock(&state.order);
+                let lsn = core.wal.submit(&tid, &canonical)?;
+                (lsn, state.turns.take())
+            };
+            // Not under the order lock: the tenant's next requests join this group commit.
+            // A failure drops the ticket, giving the turn up.
+            core.wal.wait_durable(lsn)?;
+            // The promise starts here: the frame is durable. It is mined after every earlier
+            // frame of the tenant (their tickets were taken first), before any later one.
+            let _turn = ticket.wait();
+            // A miner panic on a line is handled inside (the line kept whole); one that
+            // escapes has handed the prefix to the sink and held the frame when it reaches
+            // this catch. The request is acknowledged all the same (a retry would duplicate a
+            // durable frame).
             let mined = catch_unwind(AssertUnwindSafe(|| {
                 core.mine_batch_ordered(&tenant, &state, lsn, &lines);
             }));
@@ -325,7 +340,8 @@ impl Core {
                         .increment(1);
                     }
                     let seq = self.records.audit().emit(audit_event(event));
-                    // Relaxed: written under the tenant's order lock; read under it too.
+                    // Relaxed: written under the miner's lock (and the tenant's turn); read
+                    // under it too.
                     state.watermark.store(seq, Ordering::Relaxed);
                 }
                 if mined.record.template_id == 0 {
