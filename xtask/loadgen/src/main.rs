@@ -856,7 +856,8 @@ fn render(args: &BenchArgs, rows: &[Row], mean_body: &[(Corpus, f64)]) -> String
          utime+stime from `/proc` during the load window, and over its whole life including \
          the final cut at SIGTERM; peak RSS is `VmHWM` at the end of the load; \
          \"published at end of load\" is `ourios.sink.records_published` then, per acked line \
-         (the rest is published by the sweep and cuts that follow, or the final cut).\n",
+         (the rest is published by the sweep and cuts that follow, or the final cut). Where \
+         the time goes, with `perf`: `xtask/loadgen/PROFILE.md`.\n",
         args.node_flags,
         args.batches
             .iter()
