@@ -65,19 +65,23 @@ impl State {
     /// The cluster index `line` belongs to, if any cluster is similar enough.
     pub(crate) fn best_match(&self, line: &LineView<'_>) -> Option<usize> {
         let leaf = self.search(line)?;
+        let threshold = self.config.similarity_threshold();
         let mut best: Option<(usize, crate::template::Similarity)> = None;
         for &idx in &self.nodes[leaf].clusters {
             let template = &self.clusters[idx].template;
             if template.token_count() != line.token_count() {
                 continue;
             }
-            let sim = template.similarity(line);
+            // A cluster that cannot reach the threshold cannot be the answer: if it ranked
+            // best, nothing would match (every other ranks at or below its similarity).
+            let Some(sim) = template.similarity_reaching(line, threshold) else {
+                continue;
+            };
             if best.is_none_or(|(_, b)| sim.better_than(&b)) {
                 best = Some((idx, sim));
             }
         }
-        best.filter(|(_, sim)| sim.reaches(self.config.similarity_threshold()))
-            .map(|(idx, _)| idx)
+        best.map(|(idx, _)| idx)
     }
 
     fn search(&self, line: &LineView<'_>) -> Option<usize> {

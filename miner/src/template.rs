@@ -223,7 +223,9 @@ impl Template {
         }
     }
 
-    /// Compares `line` (of the same token count) with this template.
+    /// Compares `line` (of the same token count) with this template: every slot. The
+    /// specification `similarity_reaching` is tested against.
+    #[cfg(test)]
     pub(crate) fn similarity(&self, line: &LineView<'_>) -> Similarity {
         let mut sim = Similarity {
             equal: 0,
@@ -241,6 +243,42 @@ impl Template {
             }
         }
         sim
+    }
+
+    /// [`Template::similarity`] when it reaches `threshold`, `None` as soon as too many literal
+    /// slots differ for it to: `Some(s)` exactly when `s.reaches(threshold)`, with `s` the full
+    /// similarity. `best_match` compares a line with every cluster of its leaf; most of them
+    /// fail within their first few slots, and a long line (a stack trace) no longer pays for
+    /// its whole length against each one.
+    pub(crate) fn similarity_reaching(
+        &self,
+        line: &LineView<'_>,
+        threshold: f64,
+    ) -> Option<Similarity> {
+        let literal = self.literal_token_count();
+        // At least this many literal slots must be equal (the same test as `reaches`).
+        let needed = threshold * literal as f64;
+        let mut sim = Similarity {
+            equal: 0,
+            literal,
+            wildcards: self.tokens.len() - literal,
+        };
+        let mut differ = 0;
+        for (i, slot) in self.tokens.iter().enumerate() {
+            if matches!(slot, TokenSlot::Any) {
+                continue;
+            }
+            if self.token_matches(i, line) {
+                sim.equal += 1;
+            } else {
+                differ += 1;
+                if ((literal - differ) as f64) < needed {
+                    return None;
+                }
+            }
+        }
+        // `equal` = `literal - differ`, which the loop kept at or above `needed`.
+        Some(sim)
     }
 
     /// The template widened to accept `line`, or `None` when it already accepts it.
@@ -579,4 +617,56 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
     }
     seps.push(pending_sep.unwrap_or(SepSlot::Lit(String::new())));
     Ok(Template { seps, tokens })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::Tokens;
+    use proptest::prelude::*;
+
+    const WORDS: [&str; 6] = ["a", "b", "ab", "10", "x1", "a=1"];
+
+    fn line(words: &[usize]) -> String {
+        words
+            .iter()
+            .map(|&w| WORDS[w])
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    proptest! {
+        /// Proves the pruned comparison `best_match` uses is exact: for templates with literal,
+        /// masked and wildcard slots, any line of their length and thresholds on and between
+        /// the fractions a slot count makes, `similarity_reaching` is `similarity` filtered by
+        /// `reaches`.
+        /// Reasoned mutation (not run as a mutant): prune with `<=` instead of `<` and a line
+        /// exactly at the threshold is refused; return `None` at the first differing slot and a
+        /// line above the threshold with one difference is refused.
+        #[test]
+        fn pruned_similarity_is_the_full_one_filtered_by_the_threshold(
+            (a, b, c) in (1usize..24).prop_flat_map(|n| {
+                let words = || proptest::collection::vec(0..WORDS.len(), n);
+                (words(), words(), words())
+            }),
+            threshold in prop_oneof![
+                Just(0.0), Just(0.25), Just(0.4), Just(0.5), Just(0.6), Just(2.0 / 3.0),
+                Just(0.75), Just(1.0), 0.0..=1.0f64
+            ],
+        ) {
+            let (la, lb, lc) = (line(&a), line(&b), line(&c));
+            let (mut ta, mut tb, mut tc) = (Tokens::default(), Tokens::default(), Tokens::default());
+            ta.fill(&la);
+            tb.fill(&lb);
+            tc.fill(&lc);
+            let base = Template::from_line(&ta.view(&la));
+            let template = base.widened(&tb.view(&lb)).unwrap_or(base);
+            let view = tc.view(&lc);
+            let full = template.similarity(&view);
+            prop_assert_eq!(
+                template.similarity_reaching(&view, threshold),
+                Some(full).filter(|s| s.reaches(threshold))
+            );
+        }
+    }
 }
