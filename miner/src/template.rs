@@ -256,8 +256,6 @@ impl Template {
         threshold: f64,
     ) -> Option<Similarity> {
         let literal = self.literal_token_count();
-        // At least this many literal slots must be equal (the same test as `reaches`).
-        let needed = threshold * literal as f64;
         let mut sim = Similarity {
             equal: 0,
             literal,
@@ -272,12 +270,17 @@ impl Template {
                 sim.equal += 1;
             } else {
                 differ += 1;
-                if ((literal - differ) as f64) < needed {
+                // The most it can still reach: every slot not yet compared equal.
+                let at_best = Similarity {
+                    equal: literal - differ,
+                    ..sim
+                };
+                if !at_best.reaches(threshold) {
                     return None;
                 }
             }
         }
-        // `equal` = `literal - differ`, which the loop kept at or above `needed`.
+        // `equal` = `literal - differ`, which the loop kept reaching the threshold.
         Some(sim)
     }
 
@@ -640,9 +643,10 @@ mod tests {
         /// masked and wildcard slots, any line of their length and thresholds on and between
         /// the fractions a slot count makes, `similarity_reaching` is `similarity` filtered by
         /// `reaches`.
-        /// Reasoned mutation (not run as a mutant): prune with `<=` instead of `<` and a line
-        /// exactly at the threshold is refused; return `None` at the first differing slot and a
-        /// line above the threshold with one difference is refused.
+        /// Mutation check (tried by hand): prune while the best still possible is at (not
+        /// below) the threshold and proptest finds a line exactly at it refused. Reasoned, not
+        /// tried: return `None` at the first differing slot and a line above the threshold with
+        /// one difference is refused.
         #[test]
         fn pruned_similarity_is_the_full_one_filtered_by_the_threshold(
             (a, b, c) in (1usize..24).prop_flat_map(|n| {

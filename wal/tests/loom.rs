@@ -277,9 +277,9 @@ fn ordered_race(
 /// is mined, once, in lsn order, although the requests wait for durability concurrently (the
 /// node's ingest: `Wal::submit` and `Turnstile::take` under the order lock, `wait_durable`
 /// outside it).
-/// Reasoned mutation (not run as a mutant): make `Ticket::wait` return without waiting and some
-/// interleaving mines out of order; drop `notify_all` from `Turnstile::finish` and loom reports
-/// a waiter blocked forever.
+/// Mutation check (tried by hand): make `Ticket::wait` return without waiting and loom finds an
+/// interleaving that mines `[1, 3, 2]`. Reasoned, not tried: drop `notify_all` from
+/// `Turnstile::finish` and a waiter is blocked forever.
 #[test]
 fn loom_one_tenants_frames_are_mined_in_lsn_order_sharing_commits() {
     loom::model(|| {
@@ -315,8 +315,8 @@ fn loom_a_failed_frame_gives_its_turn_up() {
 /// Proves, over every interleaving, that a ticket dropped unused (its request failed or
 /// unwound before its turn) gives the turn up, whether it is dropped before or after the next
 /// ticket starts waiting.
-/// Reasoned mutation (not run as a mutant): make `Ticket`'s `Drop` do nothing and loom reports
-/// the waiting thread blocked forever.
+/// Mutation check (tried by hand): make `Ticket`'s `Drop` do nothing and loom reports a
+/// deadlock (the waiting thread blocked forever).
 #[test]
 fn loom_a_ticket_given_up_lets_the_next_pass() {
     loom::model(|| {
