@@ -23,6 +23,7 @@ use clap::{Parser, Subcommand};
 
 mod corpus;
 mod grpc;
+mod mine;
 mod read;
 use ourios_testkit::http::{self, Conn};
 use ourios_testkit::{GUARD, Served, metrics, otlp, procfs};
@@ -53,6 +54,8 @@ enum Cmd {
     Fill(read::FillArgs),
     /// Time the read path on a filled store, and DuckDB on the same files.
     Read(read::ReadArgs),
+    /// The miner alone on a corpus, in process, on one core (lines/s, templates made).
+    Mine(mine::MineArgs),
     /// A loopback HTTP/1.1 server answering every request with an empty 200, and an OTLP/gRPC
     /// one answering every `Export` with an empty response.
     NullServer {
@@ -160,6 +163,7 @@ fn main() -> Result<()> {
         }
         Cmd::Fill(args) => read::fill(&args),
         Cmd::Read(args) => read::read(&args),
+        Cmd::Mine(args) => mine::mine(&args),
         Cmd::NullServer { listen, ready_file } => null_server(listen, ready_file.as_deref()),
     }
 }
