@@ -30,6 +30,7 @@ mod clock;
 mod cluster;
 mod config;
 mod drain;
+mod fingerprint;
 mod key;
 mod mask;
 mod miner;

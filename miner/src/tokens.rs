@@ -8,6 +8,7 @@
 
 use std::ops::Range;
 
+use crate::fingerprint::{self, Part};
 use crate::mask::{Piece, mask_token};
 
 /// One token of a line: its byte range and its masked pieces (none means plain literal text).
@@ -23,6 +24,8 @@ pub(crate) struct Tok {
 pub(crate) struct Tokens {
     seps: Vec<Range<usize>>,
     toks: Vec<Tok>,
+    /// The fingerprint of each token ([`crate::fingerprint`]).
+    fingerprints: Vec<u64>,
     pieces: Vec<Piece>,
 }
 
@@ -31,6 +34,7 @@ impl Tokens {
     pub(crate) fn fill(&mut self, line: &str) {
         self.seps.clear();
         self.toks.clear();
+        self.fingerprints.clear();
         self.pieces.clear();
         let mut sep_start = 0;
         let mut tok_start: Option<usize> = None;
@@ -59,7 +63,17 @@ impl Tokens {
 
     fn push_token(&mut self, line: &str, start: usize, end: usize) {
         let first = self.pieces.len();
-        mask_token(&line[start..end], &mut self.pieces);
+        let text = &line[start..end];
+        mask_token(text, &mut self.pieces);
+        let pieces = &self.pieces[first..];
+        self.fingerprints.push(if pieces.is_empty() {
+            fingerprint::text(text)
+        } else {
+            fingerprint::masked(pieces.iter().map(|p| match p.hole {
+                Some(kind) => Part::Hole(kind),
+                None => Part::Lit(&text[p.range()]),
+            }))
+        });
         self.toks.push(Tok {
             range: start..end,
             pieces: first..self.pieces.len(),
@@ -90,6 +104,11 @@ impl<'a> LineView<'a> {
 
     pub(crate) fn token(&self, i: usize) -> &'a str {
         &self.line[self.t.toks[i].range.clone()]
+    }
+
+    /// The fingerprint of every token, in order.
+    pub(crate) fn fingerprints(&self) -> &'a [u64] {
+        &self.t.fingerprints
     }
 
     /// The masked pieces of token `i`; empty when the token is plain literal text.
