@@ -67,10 +67,7 @@ pub(crate) fn mine(args: &MineArgs) -> Result<()> {
         pass("warm", &mut miner);
     }
     let widened = miner.templates().filter(|(_, v, _)| *v > 1).count();
-    println!(
-        "templates: {} ({widened} widened)",
-        miner.template_count()
-    );
+    println!("templates: {} ({widened} widened)", miner.template_count());
     if args.show_templates > 0 {
         // Where the templates are: Drain compares a line only with templates of its token
         // count, so a crowded count is where mining time goes.
