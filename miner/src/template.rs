@@ -665,10 +665,9 @@ mod tests {
         /// fractions a slot count makes, `similarity_reaching` (fingerprints first, then text)
         /// is `similarity` filtered by `reaches`. Unit tests keep two bits of each fingerprint,
         /// so unequal tokens of these words often share one.
-        /// Mutation checks (tried by hand): count equal fingerprints without comparing their
-        /// text and proptest finds a collision counted as equal; compare text on every slot but
-        /// skip the fingerprint bound's early refusal and nothing fails (it is a shortcut, which
-        /// the benchmark shows, not a behaviour).
+        /// Mutation check (tried by hand): count equal fingerprints without comparing their text
+        /// and proptest finds a collision counted as equal. Skipping the fingerprint bound's
+        /// early refusal survives: it is a shortcut, which the benchmark shows, not a behaviour.
         #[test]
         fn pruned_similarity_is_the_full_one_filtered_by_the_threshold(
             (a, b, c) in (1usize..24).prop_flat_map(|n| {
