@@ -234,6 +234,19 @@ impl std::fmt::Display for Corpus {
     }
 }
 
+impl Corpus {
+    /// One log line of this corpus (`realistic` is the realistic corpus's templates).
+    fn line(self, realistic: &corpus::Corpus, rng: &mut Rng) -> String {
+        match self {
+            Corpus::Synthetic => body(rng),
+            Corpus::Realistic => {
+                let k = realistic.draw(rng);
+                realistic.line(rng, k)
+            }
+        }
+    }
+}
+
 fn body(rng: &mut Rng) -> String {
     let template = TEMPLATES[rng.usize(..TEMPLATES.len())];
     let mut out = String::with_capacity(128);
@@ -291,13 +304,7 @@ impl Load {
         let realistic = corpus::Corpus::new(0x5eed);
         let mut sample = 0usize;
         for _ in 0..10_000 {
-            sample += match corpus {
-                Corpus::Synthetic => body(&mut rng).len(),
-                Corpus::Realistic => {
-                    let k = realistic.draw(&mut rng);
-                    realistic.line(&mut rng, k).len()
-                }
-            };
+            sample += corpus.line(&realistic, &mut rng).len();
         }
         let bodies = (0..tenants)
             .map(|t| {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::Result;
 use ourios_miner::{MinerConfig, SystemClock, TenantMiner};
 
-use crate::{Corpus, Rng, body, corpus};
+use crate::{Corpus, Rng, corpus};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct MineArgs {
@@ -32,13 +32,7 @@ pub(crate) fn mine(args: &MineArgs) -> Result<()> {
     let mut rng = Rng::with_seed(0x9e37_79b9_7f4a_7c15);
     let realistic = corpus::Corpus::new(0x5eed);
     let lines: Vec<String> = (0..args.lines)
-        .map(|_| match args.corpus {
-            Corpus::Synthetic => body(&mut rng),
-            Corpus::Realistic => {
-                let k = realistic.draw(&mut rng);
-                realistic.line(&mut rng, k)
-            }
-        })
+        .map(|_| args.corpus.line(&realistic, &mut rng))
         .collect();
     let bytes: usize = lines.iter().map(String::len).sum();
     let mut miner = TenantMiner::new("bench", MinerConfig::default(), Arc::new(SystemClock));
