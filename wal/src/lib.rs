@@ -19,7 +19,8 @@
 //!
 //! It deliberately knows nothing of OTLP, templates, the miner's snapshot format or when a cut
 //! happens: payloads and snapshots are opaque bytes, and the caller decides when to stamp,
-//! rotate (besides size and age) and truncate. It runs no background thread. All file access
+//! rotate (besides size and age) and truncate. It runs no background thread unless asked for a
+//! [`CommitThread`], which leads commits for async waiters ([`Wal::durable`]). All file access
 //! goes through [`WalIo`]; [`testing::FaultyIo`] fails or pauses any call for tests.
 
 mod error;
@@ -45,10 +46,10 @@ pub use io::{SegmentFile, StdIo, WalIo};
 pub use marks::{DiscardReason, DiscardedSnapshot, Marks, ReplayMode};
 pub use replay::{Replay, ReplayFrame};
 pub use segment::TornTail;
-pub use turnstile::{Ticket, Turn, Turnstile};
+pub use turnstile::{Passing, Ticket, Turn, Turnstile};
 pub use types::{Lsn, MAX_TENANT_LEN, TenantId, TenantIdError};
 pub use wal::{
-    DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES, FrontierOutcome,
+    CommitThread, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES, FrontierOutcome,
     HoldOutcome, RecoveryReport, Snapshot, SnapshotOutcome, Stamp, StampOutcome, TruncateReport,
-    Wal, WalConfig, WalStats,
+    Durable, Wal, WalConfig, WalStats,
 };

@@ -3,9 +3,13 @@
 
 #[cfg(loom)]
 pub(crate) use loom::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(loom)]
+pub(crate) use loom::thread;
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::thread;
 
 /// `std`'s `Arc` under every cfg, for trait objects (`Arc<dyn WalIo>`): loom's `Arc` cannot hold
 /// unsized values, and this one only shares ownership of a stateless handle, so it is not a

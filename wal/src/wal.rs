@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::mem;
 use std::path::{Path, PathBuf};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::error::{AppendError, FailStage, MarkError, OpenError, SegmentError, WalFailure};
@@ -18,9 +19,11 @@ use crate::sync::{Condvar, Mutex, StdArc, lock, wait};
 use crate::types::{Lsn, TenantId};
 
 mod commit;
+mod committer;
 mod frontiers;
 mod segments;
 
+pub use committer::{CommitThread, Durable};
 use segments::create_segment;
 
 /// Default [`WalConfig::max_frame_bytes`]: 8 MiB.
@@ -207,6 +210,8 @@ pub struct WalStats {
     pub rotations: u64,
     /// The failure that made the WAL read-only, if any.
     pub failure: Option<WalFailure>,
+    /// A [`CommitThread`] runs and has not been told to stop.
+    pub commit_thread: bool,
 }
 
 /// Frames waiting for a group commit: their encoded bytes back to back, and who they are.
@@ -265,6 +270,21 @@ struct CommitState {
     /// Copies of the log state's counts, so `stats` never waits for a commit's I/O.
     segments: usize,
     rotations: u64,
+    /// Async waiters ([`Wal::durable`]): each frame's lsn and the waker to call once a commit
+    /// covering it has ended (or the WAL failed, or the commit thread stopped).
+    wakers: Vec<(Lsn, Waker)>,
+    /// The commit thread's state ([`CommitThread`]).
+    committer: Committer,
+}
+
+/// Whether a [`CommitThread`] runs, and what it is doing.
+#[derive(Debug, Default, Clone, Copy)]
+struct Committer {
+    running: bool,
+    /// Asleep on `Wal::work`: notify it to lead a commit.
+    idle: bool,
+    /// Its handle was dropped: finish and exit.
+    stop: bool,
 }
 
 #[derive(Debug)]
@@ -302,6 +322,8 @@ pub struct Wal {
     /// Waiters of batch `n` sleep on `committed[n % 2]`: a finished batch wakes all of its own
     /// waiters and one waiter of the next batch (to lead it), not every appender.
     committed: [Condvar; 2],
+    /// The commit thread sleeps here while it has nothing to commit.
+    work: Condvar,
     log: Mutex<LogState>,
     marks: Mutex<HashMap<TenantId, Marks>>,
     id: WalId,
@@ -469,8 +491,11 @@ impl Wal {
                 bytes: 0,
                 segments: report.segments,
                 rotations: 0,
+                wakers: Vec::new(),
+                committer: Committer::default(),
             }),
             committed: [Condvar::new(), Condvar::new()],
+            work: Condvar::new(),
             log: Mutex::new(LogState {
                 active,
                 sealed,
@@ -517,6 +542,7 @@ impl Wal {
             segments: state.segments,
             rotations: state.rotations,
             failure: state.failure.clone(),
+            commit_thread: state.committer.running && !state.committer.stop,
         }
     }
 

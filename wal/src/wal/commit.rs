@@ -77,32 +77,10 @@ impl Wal {
     pub fn wait_durable(&self, lsn: Lsn) -> Result<(), AppendError> {
         let mut state = lock(&self.commit);
         loop {
-            if state.durable >= lsn {
-                return Ok(());
+            if let Some(outcome) = settled(&state, lsn) {
+                return outcome;
             }
-            if let Some(failure) = &state.failure {
-                let covered = failure
-                    .batch
-                    .is_some_and(|(first, last)| first <= lsn && lsn <= last);
-                return Err(if covered {
-                    count_error(match failure.stage {
-                        FailStage::Sync => "sync_failed",
-                        FailStage::Write => "write_failed",
-                        FailStage::Rotate => "rotate_failed",
-                        FailStage::Panic => "commit_panicked",
-                    });
-                    AppendError::Failed(failure.clone())
-                } else {
-                    count_error("poisoned");
-                    AppendError::Poisoned(failure.clone())
-                });
-            }
-            if !state.leader_active && !state.batch.frames.is_empty() {
-                state.leader_active = true;
-                state.taken += 1;
-                let spare = mem::take(&mut state.spare);
-                let batch = mem::replace(&mut state.batch, spare);
-                state.taken_last = batch.range().1;
+            if let Some(batch) = take_lead(&mut state) {
                 drop(state);
                 self.lead(batch);
                 state = lock(&self.commit);
@@ -120,7 +98,7 @@ impl Wal {
 
     /// Writes and syncs `batch` as the commit leader, then publishes the outcome to every
     /// waiter. A panic on the way is turned into a failure by `LeadGuard`.
-    fn lead(&self, mut batch: Batch) {
+    pub(super) fn lead(&self, mut batch: Batch) {
         let (first, last) = batch.range();
         let mut guard = LeadGuard {
             wal: self,
@@ -155,6 +133,10 @@ impl Wal {
         if state.spare.bytes.capacity() < batch.bytes.capacity() {
             state.spare = batch;
         }
+        let wakers = settled_wakers(&mut state);
+        // Frames queued meanwhile that only async waiters wait for: the commit thread leads
+        // them (a sync waiter among them would lead them itself).
+        let wake_committer = state.committer.idle && !state.batch.frames.is_empty();
         drop(state);
         guard.done = true;
         if ok {
@@ -164,6 +146,10 @@ impl Wal {
         } else {
             self.wake_all();
         }
+        if wake_committer {
+            self.work.notify_one();
+        }
+        wakers.into_iter().for_each(Waker::wake);
 
         if ok {
             metrics::counter!(m::APPENDS).increment(frames);
@@ -219,7 +205,66 @@ impl Wal {
         for condvar in &self.committed {
             condvar.notify_all();
         }
+        self.work.notify_all();
+        let wakers = mem::take(&mut lock(&self.commit).wakers);
+        wakers.into_iter().for_each(|(_, waker)| waker.wake());
     }
+}
+
+/// The outcome for the frame `lsn` if it is known: durable, or refused by a failure.
+pub(super) fn settled(state: &CommitState, lsn: Lsn) -> Option<Result<(), AppendError>> {
+    if state.durable >= lsn {
+        return Some(Ok(()));
+    }
+    let failure = state.failure.as_ref()?;
+    let covered = failure
+        .batch
+        .is_some_and(|(first, last)| first <= lsn && lsn <= last);
+    Some(Err(if covered {
+        count_error(match failure.stage {
+            FailStage::Sync => "sync_failed",
+            FailStage::Write => "write_failed",
+            FailStage::Rotate => "rotate_failed",
+            FailStage::Panic => "commit_panicked",
+        });
+        AppendError::Failed(failure.clone())
+    } else {
+        count_error("poisoned");
+        AppendError::Poisoned(failure.clone())
+    }))
+}
+
+/// Takes the queued frames to lead their commit, if no commit is in progress and there are
+/// any (and the WAL has not failed: its caller checked `settled` first or checks `failure`).
+pub(super) fn take_lead(state: &mut CommitState) -> Option<Batch> {
+    if state.leader_active || state.batch.frames.is_empty() || state.failure.is_some() {
+        return None;
+    }
+    state.leader_active = true;
+    state.taken += 1;
+    let spare = mem::take(&mut state.spare);
+    let batch = mem::replace(&mut state.batch, spare);
+    state.taken_last = batch.range().1;
+    Some(batch)
+}
+
+/// The async waiters whose frames are settled (durable, or refused by a failure), taken out
+/// of the list to be woken once the lock is released.
+fn settled_wakers(state: &mut CommitState) -> Vec<Waker> {
+    if state.failure.is_some() {
+        return mem::take(&mut state.wakers).into_iter().map(|(_, w)| w).collect();
+    }
+    let durable = state.durable;
+    let mut woken = Vec::new();
+    let mut i = 0;
+    while i < state.wakers.len() {
+        if state.wakers[i].0 <= durable {
+            woken.push(state.wakers.swap_remove(i).1);
+        } else {
+            i += 1;
+        }
+    }
+    woken
 }
 
 fn count_error(kind: &'static str) {

@@ -46,3 +46,49 @@ pub(crate) fn payload(i: u64, len: usize) -> Vec<u8> {
 pub(crate) fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")
 }
+
+/// A waker that counts its wakes, for polling futures by hand.
+#[derive(Debug, Default)]
+pub(crate) struct CountingWaker {
+    wakes: std::sync::Mutex<u64>,
+    woken: std::sync::Condvar,
+}
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        *self.wakes.lock().unwrap() += 1;
+        self.woken.notify_all();
+    }
+}
+
+impl CountingWaker {
+    /// Wakes so far.
+    pub(crate) fn wakes(&self) -> u64 {
+        *self.wakes.lock().unwrap()
+    }
+
+    /// Blocks until there have been more than `seen` wakes; panics after a minute (a lost
+    /// wake-up would otherwise hang the test).
+    pub(crate) fn wait_past(&self, seen: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let mut wakes = self.wakes.lock().unwrap();
+        while *wakes <= seen {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            assert!(!left.is_zero(), "no wake-up within a minute");
+            wakes = self.woken.wait_timeout(wakes, left).unwrap().0;
+        }
+    }
+}
+
+/// Polls `future` once with `waker`.
+pub(crate) fn poll_once<F: std::future::Future + Unpin>(
+    future: &mut F,
+    waker: &Arc<CountingWaker>,
+) -> std::task::Poll<F::Output> {
+    let waker = std::task::Waker::from(Arc::clone(waker));
+    std::pin::Pin::new(future).poll(&mut std::task::Context::from_waker(&waker))
+}

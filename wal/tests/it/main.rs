@@ -3,6 +3,7 @@
 mod append;
 mod common;
 mod crash;
+mod durable;
 mod faults;
 mod marks;
 mod model;
