@@ -179,6 +179,8 @@ impl Node {
         .await?
         .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
         let wal = Arc::new(wal);
+        let commit_thread = ourios_wal::CommitThread::start(Arc::clone(&wal))
+            .context("starting the WAL's commit thread")?;
         let sealer = Arc::new(intents::WalSealer::new(Arc::clone(&wal)));
 
         let barrier = Arc::new(Barrier::new());
@@ -232,6 +234,7 @@ impl Node {
             max_tenants: config.max_tenants,
             shutting_down: AtomicBool::new(false),
             sealer,
+            _commit_thread: commit_thread,
         });
 
         let c = Arc::clone(&core);
