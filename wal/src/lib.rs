@@ -49,7 +49,7 @@ pub use segment::TornTail;
 pub use turnstile::{Passing, Ticket, Turn, Turnstile};
 pub use types::{Lsn, MAX_TENANT_LEN, TenantId, TenantIdError};
 pub use wal::{
-    CommitThread, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES, FrontierOutcome,
-    HoldOutcome, RecoveryReport, Snapshot, SnapshotOutcome, Stamp, StampOutcome, TruncateReport,
-    Durable, Wal, WalConfig, WalStats,
+    CommitThread, DEFAULT_MAX_FRAME_BYTES, DEFAULT_MAX_SEGMENT_AGE, DEFAULT_MAX_SEGMENT_BYTES,
+    Durable, FrontierOutcome, HoldOutcome, RecoveryReport, Snapshot, SnapshotOutcome, Stamp,
+    StampOutcome, TruncateReport, Wal, WalConfig, WalStats,
 };

@@ -252,7 +252,10 @@ pub(super) fn take_lead(state: &mut CommitState) -> Option<Batch> {
 /// of the list to be woken once the lock is released.
 fn settled_wakers(state: &mut CommitState) -> Vec<Waker> {
     if state.failure.is_some() {
-        return mem::take(&mut state.wakers).into_iter().map(|(_, w)| w).collect();
+        return mem::take(&mut state.wakers)
+            .into_iter()
+            .map(|(_, w)| w)
+            .collect();
     }
     let durable = state.durable;
     let mut woken = Vec::new();

@@ -152,8 +152,7 @@ impl Future for Durable<'_> {
         }
         // Nothing to do if a commit is in progress: its end wakes the idle thread for what
         // queued meanwhile.
-        let idle =
-            state.committer.idle && !state.leader_active && !state.batch.frames.is_empty();
+        let idle = state.committer.idle && !state.leader_active && !state.batch.frames.is_empty();
         drop(state);
         if idle {
             wal.work.notify_one();

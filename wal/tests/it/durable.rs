@@ -34,7 +34,10 @@ fn durable_is_woken_by_the_commit_the_commit_thread_leads() {
     assert!(poll_once(&mut durable, &waker).is_pending());
     pause.release();
     waker.wait_past(0);
-    assert!(matches!(poll_once(&mut durable, &waker), Poll::Ready(Ok(()))));
+    assert!(matches!(
+        poll_once(&mut durable, &waker),
+        Poll::Ready(Ok(()))
+    ));
     assert!(wal.durable_lsn() >= lsn);
     assert_eq!(io.calls(FaultPoint::Sync), syncs + 1);
     drop(committer);
