@@ -286,7 +286,14 @@ impl Core {
         let tid = tenant_id.clone();
         let lines = otlp::flatten(&request);
         let n = lines.len() as u64;
-        let joined = if core.pool.is_some() && canonical.len() <= INLINE_INGEST_BYTES {
+        // In place only on a multi-thread runtime: a wait there (a full encode queue) can
+        // hand the worker's other tasks on (`pool::may_block`); a current-thread runtime has no
+        // other thread to hand them to.
+        let in_place = core.pool.is_some()
+            && canonical.len() <= INLINE_INGEST_BYTES
+            && tokio::runtime::Handle::current().runtime_flavor()
+                == tokio::runtime::RuntimeFlavor::MultiThread;
+        let joined = if in_place {
             // Spawned rather than awaited here: once the frame is submitted it is mined even if
             // the client goes away and this future is dropped.
             tokio::spawn(async move { core.ingest_in_place(&tid, &canonical, &lines).await }).await

@@ -15,6 +15,9 @@ pub const INGEST_RECORDS: &str = "ourios.ingest.records";
 /// Counter: batches that found the encode pool disconnected and went into the record buffer
 /// through `buffer_only` (RFC 0054 §9.5).
 pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
+/// Counter: mined batches that found the encode queue full and waited for room (the encode
+/// workers are behind the miners; requests wait for them before they are acknowledged).
+pub const INGEST_ENCODE_QUEUE_FULL: &str = "ourios.ingest.encode_queue_full";
 /// Histogram: seconds from request arrival to acknowledgement.
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
 /// Counter: requests refused (503, `Retry-After`) because the record buffer held its ceiling

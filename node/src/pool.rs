@@ -15,7 +15,7 @@
 //! - `submit` on a disconnected pool appends through `buffer_only`, still acknowledges, and
 //!   counts `ourios.ingest.encode_fallback`.
 
-use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, channel, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -109,9 +109,12 @@ impl EncodePool {
         }
     }
 
-    /// Hands a mined batch to a worker. Blocks while the queue is full. On a disconnected pool
-    /// the records go into the buffers through `buffer_only` (published by the next sweep or
-    /// cut), and the guard ends normally: the caller still acknowledges.
+    /// Hands a mined batch to a worker. Blocks while the queue is full (counted on
+    /// `ourios.ingest.encode_queue_full`); on an async worker of a multi-thread runtime the wait
+    /// first hands the worker's other tasks to another thread (`block_in_place`), so a full
+    /// queue never stalls the runtime. On a disconnected pool the records go into the buffers
+    /// through `buffer_only` (published by the next sweep or cut), and the guard ends normally:
+    /// the caller still acknowledges.
     pub(crate) fn submit(&self, records: Vec<LogRecord>, guard: BatchGuard) {
         let tx = if disconnected_by_failpoint() {
             None
@@ -120,9 +123,16 @@ impl EncodePool {
         };
         let batch = EncodeBatch { records, guard };
         let batch = match tx {
-            Some(tx) => match tx.send(batch) {
+            Some(tx) => match tx.try_send(batch) {
                 Ok(()) => return,
-                Err(e) => e.0,
+                Err(TrySendError::Full(batch)) => {
+                    ::metrics::counter!(metrics::INGEST_ENCODE_QUEUE_FULL).increment(1);
+                    match may_block(|| tx.send(batch)) {
+                        Ok(()) => return,
+                        Err(e) => e.0,
+                    }
+                }
+                Err(TrySendError::Disconnected(batch)) => batch,
             },
             None => batch,
         };
@@ -264,6 +274,18 @@ impl Drop for SupervisorEnd {
 /// record (the sink owns it from inside the call, before any trigger) and hand the partitions a
 /// trigger detached to the publisher under the batch's guard. A quarantined record is held by
 /// the sink until its event is durable: nothing more to do here.
+/// Runs `f`, which may block. On an async worker of a multi-thread runtime it first moves the
+/// worker's other tasks to another thread (tokio's `block_in_place`); anywhere else (a blocking
+/// pool thread, a plain thread, a current-thread runtime) it just runs `f`.
+pub(crate) fn may_block<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(f)
+        }
+        _ => f(),
+    }
+}
+
 pub(crate) fn hand_off(
     records: &SharedParquetSink,
     coordinator: &PublishCoordinator,

@@ -1,7 +1,8 @@
 //! The encode pool and `mine_batch_ordered` under panics (RFC 0054 §9.7 legs U.5, U.7, U.8).
 
 use ourios_node::metrics::{
-    ENCODE_WORKER_RESPAWNS, ENCODE_WORKER_SPAWN_FAILURES, INGEST_ENCODE_FALLBACK, MINE_PANICS,
+    ENCODE_WORKER_RESPAWNS, ENCODE_WORKER_SPAWN_FAILURES, INGEST_ENCODE_FALLBACK,
+    INGEST_ENCODE_QUEUE_FULL, MINE_PANICS,
 };
 use ourios_sinks::testing::FaultyStore;
 
@@ -382,4 +383,79 @@ async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_g
         assert_eq!(counts.get(&id), Some(&1), "{id:?}");
     }
     node.shutdown().await.unwrap();
+}
+
+/// Proves a full encode queue does not stall the runtime's async workers. Small requests are
+/// mined on the async worker that received them; here the encode worker is held at its
+/// failpoint with the first batch and the queue holds one more, so the next requests (of other
+/// tenants: one tenant's frames are mined one at a time) find it full and wait for room. The wait hands each worker's other tasks to another thread
+/// (`pool::may_block`): while requests wait, the node still answers `/metrics` and runs a
+/// spawned task, and once the worker is released every request is acknowledged and every
+/// record reaches the store, once. Without the hand-off two waiting requests take both of the
+/// runtime's workers and nothing else runs until the encode worker moves: a watchdog thread
+/// then releases it after a minute and the test fails.
+/// Mutation check (tried by hand): make `pool::may_block` call `f` directly and the watchdog
+/// fires.
+#[test]
+fn a_full_encode_queue_does_not_stall_the_async_workers() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _scenario = fail::FailScenario::setup();
+    let gate = FailGate::hold_at("node::worker::encode", 0);
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog = {
+        let (gate, stalled) = (Arc::clone(&gate), Arc::clone(&stalled));
+        std::thread::spawn(move || {
+            if finished.recv_timeout(Duration::from_secs(60)).is_err() {
+                // SeqCst: a flag read by the test's loop; nothing else depends on it.
+                stalled.store(true, std::sync::atomic::Ordering::SeqCst);
+                gate.release();
+            }
+        })
+    };
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FaultyStore::new();
+        let node = Arc::new(start(config(dir.path(), |a| a.encode_queue = Some(1)), &store).await);
+        let full = metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await;
+        let send = |salt: usize| {
+            let node = Arc::clone(&node);
+            let tenant = format!("t{salt}");
+            tokio::spawn(async move { ingest(&node, &tenant, &lines(5, salt)).await })
+        };
+        let mut requests = vec![send(0)];
+        gate.reached().await;
+        requests.extend((1..=4).map(send));
+        while metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await < full + 2.0
+            && !stalled.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            tokio::task::yield_now().await;
+        }
+        // Two requests wait for room in the queue, and the runtime still runs other tasks.
+        tokio::spawn(async {}).await.unwrap();
+        let _ = done.send(());
+        gate.release();
+        let mut want = Vec::new();
+        for r in requests {
+            want.extend(frame_ids(r.await.unwrap(), 5));
+        }
+        cut(&node).await;
+        let stored = ids_in_store(&store).await;
+        for id in &want {
+            assert_eq!(stored.get(id), Some(&1), "{id:?} is in the store once");
+        }
+        Arc::into_inner(node).unwrap().shutdown().await.unwrap();
+    });
+    watchdog.join().unwrap();
+    assert!(
+        !stalled.load(std::sync::atomic::Ordering::SeqCst),
+        "the async workers stalled behind a full encode queue"
+    );
 }
