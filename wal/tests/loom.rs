@@ -391,22 +391,21 @@ fn async_ordered_race(
 /// loom reports the waiters blocked forever.
 #[test]
 fn loom_async_waiters_share_commits_and_are_mined_in_lsn_order() {
-    loom::model(|| {
-        let (mined, results) = async_ordered_race(2, None, false);
-        assert_eq!(mined.len(), 2, "{results:?}");
-        assert!(mined[0] < mined[1], "mined out of order: {mined:?}");
-    });
+    loom::model(|| both_mined_in_lsn_order(false));
 }
 
 /// Proves the same for an async request beside a blocking one: they share commits and turns
 /// whichever leads, and both are mined, in lsn order.
 #[test]
 fn loom_async_and_blocking_waiters_mix() {
-    loom::model(|| {
-        let (mined, results) = async_ordered_race(2, None, true);
-        assert_eq!(mined.len(), 2, "{results:?}");
-        assert!(mined[0] < mined[1], "mined out of order: {mined:?}");
-    });
+    loom::model(|| both_mined_in_lsn_order(true));
+}
+
+/// Two requests, syncs that succeed: both are mined, in lsn order.
+fn both_mined_in_lsn_order(blocking: bool) {
+    let (mined, results) = async_ordered_race(2, None, blocking);
+    assert_eq!(mined.len(), 2, "{results:?}");
+    assert!(mined[0] < mined[1], "mined out of order: {mined:?}");
 }
 
 /// Proves, over every interleaving, that when the commit thread's first sync fails no async

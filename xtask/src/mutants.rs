@@ -78,6 +78,8 @@ struct Score {
     timeout: u64,
     unviable: u64,
     survivors: Vec<String>,
+    /// The tests failed on the unmutated tree: no mutant was tested.
+    baseline_failed: bool,
 }
 
 impl Score {
@@ -93,6 +95,16 @@ impl Score {
     }
 }
 
+/// Runs `cmd` (cargo-mutants for `krate`) and reads its outcomes.
+fn run_cargo_mutants(cmd: &mut Command, outcomes: &Path, krate: &str) -> Result<Score> {
+    // cargo-mutants exits non-zero when any mutant survives; the score decides here.
+    let status = cmd.status().context("running cargo mutants")?;
+    if !outcomes.exists() {
+        bail!("cargo mutants for {krate} wrote no outcomes ({status})");
+    }
+    read_score(outcomes)
+}
+
 fn read_score(outcomes: &Path) -> Result<Score> {
     let text = std::fs::read_to_string(outcomes)
         .with_context(|| format!("reading {}", outcomes.display()))?;
@@ -105,7 +117,13 @@ fn read_score(outcomes: &Path) -> Result<Score> {
         .filter(|o| o["summary"] == "MissedMutant")
         .filter_map(|o| o["scenario"]["Mutant"]["name"].as_str().map(str::to_owned))
         .collect();
+    let baseline_failed = json["outcomes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|o| o["scenario"] == "Baseline" && o["summary"] != "Success");
     Ok(Score {
+        baseline_failed,
         caught: count("caught"),
         missed: count("missed"),
         timeout: count("timeout"),
@@ -156,13 +174,23 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         // A proptest failing under a mutant must not write a regression file into the tree.
         cmd.env("PROPTEST_DISABLE_FAILURE_PERSISTENCE", "1");
         println!("$ {cmd:?}");
-        // cargo-mutants exits non-zero when any mutant survives; the score decides here.
-        let status = cmd.status().context("running cargo mutants")?;
         let outcomes = out_dir.join("mutants.out").join("outcomes.json");
-        if !outcomes.exists() {
-            bail!("cargo mutants for {krate} wrote no outcomes ({status})");
+        // The tests must pass on the unmutated tree, or no mutant is tested and the score
+        // means nothing. A failing baseline is shown and run once more, so a flaky test is
+        // named in the output; failing twice fails the step.
+        let mut score = run_cargo_mutants(&mut cmd, &outcomes, krate)?;
+        if score.baseline_failed {
+            println!(
+                "mutants {krate}: THE TESTS FAILED ON THE UNMUTATED TREE (a flaky test?); its log: \
+                 {}; running it once more",
+                out_dir.join("mutants.out/log/baseline.log").display()
+            );
+            score = run_cargo_mutants(&mut cmd, &outcomes, krate)?;
+            ensure!(
+                !score.baseline_failed,
+                "mutants: the tests of {krate} fail on the unmutated tree twice; no mutant was tested"
+            );
         }
-        let score = read_score(&outcomes)?;
         let line = format!(
             "{krate}: {:.1} % ({} caught, {} by timeout, {} missed of {} viable; {} unviable)",
             score.percent(),
@@ -221,4 +249,32 @@ pub(crate) fn in_ci(root: &Path) -> Result<()> {
         .unwrap_or(0);
     let shard = format!("{}/{CI_SHARDS}", digit % CI_SHARDS);
     run(root, &["--shard".to_owned(), shard])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A baseline that failed (the tests fail on the unmutated tree) is seen, so the step
+    /// cannot report 100 % over no tested mutant; a passing one is not.
+    #[test]
+    fn a_failed_baseline_is_seen() {
+        let outcomes =
+            std::env::temp_dir().join(format!("ourios-xtask-outcomes-{}.json", std::process::id()));
+        let write = |summary: &str| {
+            std::fs::write(
+                &outcomes,
+                format!(
+                    r#"{{"total_mutants":0,"missed":0,"caught":0,"timeout":0,"unviable":0,
+                        "outcomes":[{{"scenario":"Baseline","summary":"{summary}"}}]}}"#
+                ),
+            )
+            .unwrap();
+        };
+        write("Failure");
+        assert!(read_score(&outcomes).unwrap().baseline_failed);
+        write("Success");
+        assert!(!read_score(&outcomes).unwrap().baseline_failed);
+        let _ = std::fs::remove_file(&outcomes);
+    }
 }
