@@ -96,13 +96,43 @@ impl Score {
 }
 
 /// Runs `cmd` (cargo-mutants for `krate`) and reads its outcomes.
-fn run_cargo_mutants(cmd: &mut Command, outcomes: &Path, krate: &str) -> Result<Score> {
+///
+/// The mutants are applied in place and each is built; cargo-mutants then restores the files,
+/// but the last mutant's build stays in the target directory, and a checkout whose files are
+/// older than it (another clone sharing the target directory) would take it as fresh: its
+/// tests would run a mutant. So the crate's sources are touched before the run (the baseline
+/// builds the real code) and after it.
+fn run_cargo_mutants(cmd: &mut Command, outcomes: &Path, krate: &Path) -> Result<Score> {
+    touch_sources(krate)?;
     // cargo-mutants exits non-zero when any mutant survives; the score decides here.
-    let status = cmd.status().context("running cargo mutants")?;
+    let status = cmd.status().context("running cargo mutants");
+    touch_sources(krate)?;
+    let status = status?;
     if !outcomes.exists() {
-        bail!("cargo mutants for {krate} wrote no outcomes ({status})");
+        bail!(
+            "cargo mutants for {} wrote no outcomes ({status})",
+            krate.display()
+        );
     }
     read_score(outcomes)
+}
+
+/// Sets the modification time of every `.rs` file under `dir` to now, so cargo rebuilds them.
+fn touch_sources(dir: &Path) -> Result<()> {
+    let now = std::time::SystemTime::now();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            touch_sources(&path)?;
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            std::fs::File::options()
+                .append(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(now))
+                .with_context(|| format!("touching {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 fn read_score(outcomes: &Path) -> Result<Score> {
@@ -178,14 +208,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         // The tests must pass on the unmutated tree, or no mutant is tested and the score
         // means nothing. A failing baseline is shown and run once more, so a flaky test is
         // named in the output; failing twice fails the step.
-        let mut score = run_cargo_mutants(&mut cmd, &outcomes, krate)?;
+        let mut score = run_cargo_mutants(&mut cmd, &outcomes, &root.join(krate))?;
         if score.baseline_failed {
             println!(
                 "mutants {krate}: THE TESTS FAILED ON THE UNMUTATED TREE (a flaky test?); its log: \
                  {}; running it once more",
                 out_dir.join("mutants.out/log/baseline.log").display()
             );
-            score = run_cargo_mutants(&mut cmd, &outcomes, krate)?;
+            score = run_cargo_mutants(&mut cmd, &outcomes, &root.join(krate))?;
             ensure!(
                 !score.baseline_failed,
                 "mutants: the tests of {krate} fail on the unmutated tree twice; no mutant was tested"
