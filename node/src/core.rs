@@ -301,11 +301,7 @@ impl Core {
             // The WAL's group commit and the miner are blocking: run both off the async workers.
             tokio::task::spawn_blocking(move || {
                 let state = core.tenant(&tenant);
-                let (lsn, ticket) = {
-                    let _order = lock(&state.order);
-                    let lsn = core.wal.submit(&tid, &canonical)?;
-                    (lsn, state.turns.take())
-                };
+                let (lsn, ticket) = core.submit_in_order(&state, &tid, &canonical)?;
                 // Not under the order lock: the tenant's next requests join this group commit.
                 // A failure drops the ticket, giving the turn up.
                 core.wal.wait_durable(lsn)?;
@@ -343,11 +339,7 @@ impl Core {
         lines: &[Line],
     ) -> Result<Lsn, IngestError> {
         let state = self.tenant(tid.as_str());
-        let (lsn, ticket) = {
-            let _order = lock(&state.order);
-            let lsn = self.wal.submit(tid, canonical)?;
-            (lsn, state.turns.take())
-        };
+        let (lsn, ticket) = self.submit_in_order(&state, tid, canonical)?;
         let unmined = HoldUnlessMined {
             wal: &self.wal,
             tenant: tid,
@@ -363,6 +355,19 @@ impl Core {
         unmined.disarm();
         self.mine_acknowledged(tid.as_str(), &state, lsn, lines);
         Ok(lsn)
+    }
+
+    /// Queues the frame in the WAL and takes its turn, both under the tenant's order lock, so
+    /// turns follow lsn order. The frame is not durable yet.
+    fn submit_in_order<'s>(
+        &self,
+        state: &'s TenantState,
+        tid: &TenantId,
+        canonical: &[u8],
+    ) -> Result<(Lsn, ourios_wal::Ticket<'s>), ourios_wal::AppendError> {
+        let _order = lock(&state.order);
+        let lsn = self.wal.submit(tid, canonical)?;
+        Ok((lsn, state.turns.take()))
     }
 
     /// Mines a durable frame in its turn. A miner panic on a line is handled inside (the line

@@ -240,14 +240,30 @@ fn loom_three_appenders_every_waiter_of_a_batch_is_woken() {
     loom::model(|| race(3, None));
 }
 
+/// How the requests of `ordered_race` wait for durability and their turn.
+#[derive(Clone, Copy, PartialEq)]
+enum Wait {
+    /// Blocking (`wait_durable`, `Ticket::wait`), leading their own commits; no commit thread.
+    Blocking,
+    /// As futures (`Wal::durable`, `Ticket::passed`) beside the WAL's commit thread, without
+    /// blocking the thread: the node's async ingest.
+    Async,
+    /// As `Async`, but the last request waits blocking (the node's path for large requests),
+    /// sharing the same commits and turns.
+    Mixed,
+}
+
 /// One tenant's requests as the node runs them: submit and take a turn under the tenant's
 /// order lock, wait for durability outside it (so they can share a commit), then "mine" in
 /// turn. Returns the lsns in the order they were mined.
 fn ordered_race(
     appenders: u8,
     fail_sync: Option<u64>,
+    how: Wait,
 ) -> (Vec<Lsn>, Vec<Result<Lsn, AppendError>>) {
     let (wal, io) = open(fail_sync);
+    let committer =
+        (how != Wait::Blocking).then(|| ourios_wal::CommitThread::start(Arc::clone(&wal)).unwrap());
     let order = Arc::new(loom::sync::Mutex::new(()));
     let turns = Arc::new(ourios_wal::Turnstile::new());
     let mined = Arc::new(loom::sync::Mutex::new(Vec::new()));
@@ -256,21 +272,32 @@ fn ordered_race(
             let (wal, io) = (Arc::clone(&wal), io.clone());
             let (order, turns, mined) =
                 (Arc::clone(&order), Arc::clone(&turns), Arc::clone(&mined));
+            let blocks = how == Wait::Blocking || (how == Wait::Mixed && i + 1 == appenders);
             thread::spawn(move || {
                 let tenant = TenantId::new("t").unwrap();
                 let (lsn, ticket) = {
                     let _order = order.lock().unwrap();
                     (wal.submit(&tenant, &[i])?, turns.take())
                 };
-                wal.wait_durable(lsn)?;
-                assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
-                let _turn = ticket.wait();
+                let _turn = if blocks {
+                    wal.wait_durable(lsn)?;
+                    assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
+                    ticket.wait()
+                } else {
+                    let turn = loom::future::block_on(async {
+                        wal.durable(lsn).await?;
+                        Ok::<_, AppendError>(ticket.passed().await)
+                    })?;
+                    assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
+                    turn
+                };
                 mined.lock().unwrap().push(lsn);
                 Ok(lsn)
             })
         })
         .collect();
     let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    drop(committer);
     let mined = mined.lock().unwrap().clone();
     (mined, results)
 }
@@ -285,7 +312,7 @@ fn ordered_race(
 #[test]
 fn loom_one_tenants_frames_are_mined_in_lsn_order_sharing_commits() {
     loom::model(|| {
-        let (mined, results) = ordered_race(3, None);
+        let (mined, results) = ordered_race(3, None, Wait::Blocking);
         assert_eq!(mined.len(), 3, "{results:?}");
         assert!(
             mined.windows(2).all(|w| w[0] < w[1]),
@@ -301,7 +328,7 @@ fn loom_one_tenants_frames_are_mined_in_lsn_order_sharing_commits() {
 #[test]
 fn loom_a_failed_frame_gives_its_turn_up() {
     loom::model(|| {
-        let (mined, results) = ordered_race(2, Some(1));
+        let (mined, results) = ordered_race(2, Some(1), Wait::Blocking);
         let acked: Vec<Lsn> = results
             .iter()
             .filter_map(|r| r.as_ref().ok().copied())
@@ -334,55 +361,6 @@ fn loom_a_ticket_given_up_lets_the_next_pass() {
     });
 }
 
-/// One tenant's requests as the node's async ingest runs them, beside the WAL's commit thread:
-/// submit and take a turn under the tenant's order lock, then await durability
-/// (`Wal::durable`) and the turn (`Ticket::passed`) without blocking the thread. With
-/// `blocking`, the last request waits the blocking way instead (the node's path for large
-/// requests), sharing the same commits and turns. Returns the lsns in the order they were
-/// mined.
-fn async_ordered_race(
-    appenders: u8,
-    fail_sync: Option<u64>,
-    blocking: bool,
-) -> (Vec<Lsn>, Vec<Result<Lsn, AppendError>>) {
-    let (wal, io) = open(fail_sync);
-    let committer = ourios_wal::CommitThread::start(Arc::clone(&wal)).unwrap();
-    let order = Arc::new(loom::sync::Mutex::new(()));
-    let turns = Arc::new(ourios_wal::Turnstile::new());
-    let mined = Arc::new(loom::sync::Mutex::new(Vec::new()));
-    let handles: Vec<_> = (0..appenders)
-        .map(|i| {
-            let (wal, io) = (Arc::clone(&wal), io.clone());
-            let (order, turns, mined) =
-                (Arc::clone(&order), Arc::clone(&turns), Arc::clone(&mined));
-            let blocks = blocking && i + 1 == appenders;
-            thread::spawn(move || {
-                let tenant = TenantId::new("t").unwrap();
-                let (lsn, ticket) = {
-                    let _order = order.lock().unwrap();
-                    (wal.submit(&tenant, &[i])?, turns.take())
-                };
-                let _turn = if blocks {
-                    wal.wait_durable(lsn)?;
-                    ticket.wait()
-                } else {
-                    loom::future::block_on(async {
-                        wal.durable(lsn).await?;
-                        Ok::<_, AppendError>(ticket.passed().await)
-                    })?
-                };
-                assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
-                mined.lock().unwrap().push(lsn);
-                Ok(lsn)
-            })
-        })
-        .collect();
-    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-    drop(committer);
-    let mined = mined.lock().unwrap().clone();
-    (mined, results)
-}
-
 /// Proves, over every interleaving of two async requests of one tenant and the commit thread,
 /// that both are acknowledged only once their frames are synced, both are mined in lsn order,
 /// and no waiter is left asleep (loom reports a deadlock otherwise): the commit thread is
@@ -391,19 +369,19 @@ fn async_ordered_race(
 /// loom reports the waiters blocked forever.
 #[test]
 fn loom_async_waiters_share_commits_and_are_mined_in_lsn_order() {
-    loom::model(|| both_mined_in_lsn_order(false));
+    loom::model(|| both_mined_in_lsn_order(Wait::Async));
 }
 
 /// Proves the same for an async request beside a blocking one: they share commits and turns
 /// whichever leads, and both are mined, in lsn order.
 #[test]
 fn loom_async_and_blocking_waiters_mix() {
-    loom::model(|| both_mined_in_lsn_order(true));
+    loom::model(|| both_mined_in_lsn_order(Wait::Mixed));
 }
 
 /// Two requests, syncs that succeed: both are mined, in lsn order.
-fn both_mined_in_lsn_order(blocking: bool) {
-    let (mined, results) = async_ordered_race(2, None, blocking);
+fn both_mined_in_lsn_order(how: Wait) {
+    let (mined, results) = ordered_race(2, None, how);
     assert_eq!(mined.len(), 2, "{results:?}");
     assert!(mined[0] < mined[1], "mined out of order: {mined:?}");
 }
@@ -413,7 +391,7 @@ fn both_mined_in_lsn_order(blocking: bool) {
 #[test]
 fn loom_a_failed_commit_wakes_every_async_waiter() {
     loom::model(|| {
-        let (mined, results) = async_ordered_race(2, Some(1), false);
+        let (mined, results) = ordered_race(2, Some(1), Wait::Async);
         let acked: Vec<Lsn> = results
             .iter()
             .filter_map(|r| r.as_ref().ok().copied())
