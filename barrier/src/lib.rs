@@ -1,6 +1,8 @@
 //! Epochs, the packed epoch latch, encode/publish guards and the epoch-scoped verdict: the
 //! state every "did this cut drain what failed?" decision rests on (RFC 0052 as amended by
 //! RFC 0054 §9.6; `rfcs/0052-snapshot-barrier.md`).
+//! Beside them, [`ByteBudget`]: the bound, in bytes, on detached partitions waiting for the
+//! publisher (RFC 0059).
 //!
 //! Contract. Every unit of work holds a guard tagged with the epoch current when it entered; a
 //! cut with epoch E advances new work to E+1 in the same atomic step that fixes every tag, so
@@ -27,6 +29,7 @@
 //! the one way to make a quiesce wait forever.
 
 mod barrier;
+mod budget;
 mod error;
 mod guard;
 mod latch;
@@ -37,6 +40,7 @@ pub(crate) mod sync;
 pub use sync::loom_support;
 
 pub use barrier::{Barrier, BarrierStats, Cut, Verdict};
+pub use budget::{BudgetPermit, ByteBudget};
 pub use error::{EnterError, StartError};
 pub use guard::{
     BatchGuard, DetachToken, Guarded, PublishCompletion, PublishGuard, PublishOutcome,

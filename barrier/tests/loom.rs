@@ -1,6 +1,6 @@
 //! Loom models of every concurrency boundary in this crate, through the public API: the latch
 //! (report vs capture/clear, report vs report), a panicking guard vs quiesce, the shared
-//! completion, and the tag vs the cut's advance. Sizes are tiny: two or three threads, one or
+//! completion, the tag vs the cut's advance, and the byte budget's waiters. Sizes are tiny: two or three threads, one or
 //! two operations each.
 //!
 //! Loom runs every model thread on one OS thread and std's panic count is per OS thread, so a
@@ -20,8 +20,8 @@ use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 
 use ourios_barrier::{
-    Barrier, CLEAR, Cleared, EpochLatch, Guarded, LAST_EPOCH, LatchWord, PublishOutcome,
-    loom_support,
+    Barrier, ByteBudget, CLEAR, Cleared, EpochLatch, Guarded, LAST_EPOCH, LatchWord,
+    PublishOutcome, loom_support,
 };
 
 /// Stands in for a `RecoverableBatch`: its drop is the requeue. It stores with `Relaxed` on
@@ -269,5 +269,37 @@ fn loom_epoch_reset_gate_orders_new_work_after_the_reset() {
         let stats = barrier.stats();
         assert_eq!((stats.barrier_epoch, stats.epoch_resets), (0, 1));
         assert_eq!((stats.encodes_outstanding, stats.accounting_errors), (0, 0));
+    });
+}
+
+/// The byte budget: the main thread holds the whole limit; two producers wait for 2 and 1
+/// bytes of a limit of 3. When the holder gives its bytes back, both get in (the bytes freed
+/// admit more than one waiter), neither ever sees more than the limit held, and everything is
+/// given back at the end. A lost wakeup is a deadlock loom reports.
+/// Reasoned mutation (not run as a mutant): delete the `notify_all` in `BudgetPermit::drop` and
+/// loom reports the producers asleep forever; admit on `held + bytes <= limit` alone (dropping
+/// the "nothing held" clause) and the oversize acquire in `an_item_alone_always_fits` hangs.
+#[test]
+fn loom_budget_wakes_waiters_and_never_exceeds_its_limit() {
+    loom::model(|| {
+        let budget = ByteBudget::new(3);
+        let full = budget.acquire(3);
+        let producers: Vec<_> = [2, 1]
+            .into_iter()
+            .map(|bytes| {
+                let budget = budget.clone();
+                thread::spawn(move || {
+                    let permit = budget.acquire(bytes);
+                    let held = budget.held();
+                    assert!(held <= 3, "{held} bytes held under a limit of 3");
+                    drop(permit);
+                })
+            })
+            .collect();
+        drop(full);
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(budget.held(), 0);
     });
 }

@@ -74,6 +74,11 @@ pub struct ServeArgs {
     /// slow or failing store) requests get 503 with Retry-After [default: 268435456].
     #[arg(long, env = "OURIOS_BUFFER_CEILING_BYTES")]
     pub buffer_ceiling_bytes: Option<usize>,
+    /// Estimated bytes of detached partitions waiting for the publisher: past this the encode
+    /// worker waits (ingest slows to the store's pace instead of memory growing) [default:
+    /// 67108864].
+    #[arg(long, env = "OURIOS_PUBLISH_QUEUE_BYTES")]
+    pub publish_queue_bytes: Option<usize>,
     /// WAL segment size that triggers rotation, in bytes [default: 67108864].
     #[arg(long, env = "OURIOS_WAL_SEGMENT_BYTES")]
     pub wal_segment_bytes: Option<u64>,
@@ -152,6 +157,8 @@ pub struct Config {
     pub partition_target_bytes: usize,
     /// Buffer ceiling.
     pub buffer_ceiling_bytes: usize,
+    /// Publisher queue bound, in estimated bytes.
+    pub publish_queue_bytes: usize,
     /// WAL rotation size.
     pub wal_segment_bytes: u64,
     /// Miner similarity threshold.
@@ -279,6 +286,10 @@ impl Config {
                 .buffer_ceiling_bytes
                 .or(file.buffer_ceiling_bytes)
                 .unwrap_or(256 << 20),
+            publish_queue_bytes: args
+                .publish_queue_bytes
+                .or(file.publish_queue_bytes)
+                .unwrap_or(ourios_publisher::DEFAULT_QUEUE_BYTES),
             wal_segment_bytes: args
                 .wal_segment_bytes
                 .or(file.wal_segment_bytes)
@@ -345,6 +356,13 @@ impl Config {
                 "partition_target_bytes",
                 &self.partition_target_bytes,
                 "must be at least 1 and at most buffer_ceiling_bytes",
+            );
+        }
+        if self.publish_queue_bytes == 0 {
+            return bad(
+                "publish_queue_bytes",
+                &0,
+                "must be at least 1 (a partition larger than the bound still goes alone)",
             );
         }
         if self.wal_segment_bytes < 4096 {

@@ -206,7 +206,10 @@ impl Node {
             records.clone(),
             Arc::clone(&barrier),
             tokio::runtime::Handle::current(),
-            PublisherConfig::default(),
+            PublisherConfig {
+                queue_bytes: config.publish_queue_bytes,
+                ..PublisherConfig::default()
+            },
         );
         let pool = (config.encode_workers > 0).then(|| {
             pool::EncodePool::start(

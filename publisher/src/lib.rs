@@ -15,4 +15,4 @@ mod publisher;
 
 pub use coordinator::{PublishCoordinator, SweepDrained, TenantVerdict, WriteVerdict};
 pub use failures::{FailedScope, FailureLog};
-pub use publisher::{Detached, PublisherConfig};
+pub use publisher::{DEFAULT_QUEUE_BYTES, Detached, PublisherConfig};

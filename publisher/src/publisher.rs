@@ -18,7 +18,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 
-use ourios_barrier::{BatchGuard, DetachToken, Guarded, PublishOutcome};
+use ourios_barrier::{BatchGuard, BudgetPermit, ByteBudget, DetachToken, Guarded, PublishOutcome};
 use ourios_recoverable::{RecoverableBatch, lock};
 use ourios_sinks::Partition;
 
@@ -30,31 +30,50 @@ use crate::metrics;
 /// second: report, then decrement).
 pub type Detached = Guarded<RecoverableBatch<Partition>, DetachToken>;
 
-/// Publisher settings.
+/// Publisher settings. A full queue, by either bound, blocks the encode worker that detached:
+/// the two bounds are what cap the memory of partitions waiting to be published.
 #[derive(Debug, Clone, Copy)]
 pub struct PublisherConfig {
-    /// Bound of the queue, in detached partitions. A full queue blocks the encode worker that
-    /// detached: that bound is what caps in-flight memory.
+    /// Bound of the queue, in detached partitions.
     pub queue_bound: usize,
+    /// Bound of the queue in the partitions' estimated bytes (`Partition::bytes`); a partition
+    /// larger than this is admitted when the queue is empty.
+    pub queue_bytes: usize,
 }
+
+/// Default of [`PublisherConfig::queue_bytes`].
+pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
 
 impl Default for PublisherConfig {
     fn default() -> Self {
-        Self { queue_bound: 64 }
+        Self {
+            queue_bound: 64,
+            queue_bytes: DEFAULT_QUEUE_BYTES,
+        }
     }
+}
+
+/// An item in the queue with the bytes it holds of the queue's budget. Fields drop in order:
+/// the item first (requeue, then report), the permit after, however the item is dropped.
+struct Queued {
+    item: Detached,
+    permit: BudgetPermit,
 }
 
 /// The publisher-slot mutex: the current sender and thread, replaced only by whoever holds it.
 #[derive(Debug)]
 pub(crate) struct PublisherSlot {
     config: PublisherConfig,
+    /// The queue's byte bound; outlives respawns (a dead thread's items give theirs back as
+    /// they are parked or dropped).
+    budget: ByteBudget,
     state: Mutex<SlotState>,
 }
 
 #[derive(Debug, Default)]
 struct SlotState {
     /// `None` once shut down.
-    tx: Option<SyncSender<Detached>>,
+    tx: Option<SyncSender<Queued>>,
     /// Bumped on every (re)spawn, so a sender only replaces the generation it saw die.
     generation: u64,
     thread: Option<JoinHandle<()>>,
@@ -65,6 +84,7 @@ impl PublisherSlot {
     pub(crate) fn new(config: PublisherConfig) -> Self {
         Self {
             config,
+            budget: ByteBudget::new(config.queue_bytes),
             state: Mutex::new(SlotState::default()),
         }
     }
@@ -89,6 +109,11 @@ impl PublishCoordinator {
     pub fn publisher_alive(&self) -> bool {
         let state = self.slot();
         state.thread.as_ref().is_some_and(|t| !t.is_finished())
+    }
+
+    /// Estimated bytes of the partitions in the publisher queue.
+    pub fn queued_bytes(&self) -> usize {
+        self.inner.slot.budget.held()
     }
 
     /// How many times the publisher thread was started (1 + respawns).
@@ -131,7 +156,8 @@ impl PublishCoordinator {
     /// happens at the in-flight registration), so a panic anywhere here leaves every partition
     /// owned by a batch that requeues it. A full queue blocks (the memory bound). A
     /// disconnected queue parks the partition back into the buffers, completes its share as
-    /// `Parked`, and respawns the publisher.
+    /// `Parked`, and respawns the publisher. A partition waits for room in the queue's byte
+    /// bound before it joins the queue (counted in `ourios.publisher.budget_waits`).
     pub fn enqueue(&self, mut detached: RecoverableBatch<Partition>, guard: &BatchGuard) {
         while detached.pending() > 0 {
             let mut first = true;
@@ -142,6 +168,16 @@ impl PublishCoordinator {
     }
 
     fn send(&self, item: Detached) {
+        let bytes = (0..item.len())
+            .filter_map(|i| item.get(i).map(Partition::bytes))
+            .sum();
+        let budget = &self.inner.slot.budget;
+        let permit = budget.try_acquire(bytes).unwrap_or_else(|| {
+            ::metrics::counter!(metrics::PUBLISHER_BUDGET_WAITS).increment(1);
+            budget.acquire(bytes)
+        });
+        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_BYTES).set(budget.held() as f64);
+        let item = Queued { item, permit };
         let (tx, generation) = {
             let state = self.slot();
             (state.tx.clone(), state.generation)
@@ -164,7 +200,7 @@ impl PublishCoordinator {
             },
             None => item,
         };
-        park(item);
+        park(item.item);
         // Respawn behind the slot mutex, only if nobody has replaced the generation we saw die.
         let mut state = self.slot();
         if !state.shut_down && state.generation == generation {
@@ -212,7 +248,7 @@ fn park(item: Detached) {
 
 /// Drains the queue back into the buffers when the thread exits, normally or by unwinding.
 struct DrainOnExit {
-    rx: Receiver<Detached>,
+    rx: Receiver<Queued>,
 }
 
 impl Drop for DrainOnExit {
@@ -220,8 +256,8 @@ impl Drop for DrainOnExit {
         while let Ok(item) = self.rx.try_recv() {
             ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
             // `park` requeues through the sink (poison-tolerant, non-panicking) and completes
-            // the token; nothing here can unwind.
-            park(item);
+            // the token; nothing here can unwind. The permit gives its bytes back after.
+            park(item.item);
         }
     }
 }
@@ -230,11 +266,15 @@ impl Drop for DrainOnExit {
 /// at a time: once every handle is gone the state drops, its sender with it, `recv` fails and
 /// the thread ends; items still queued are parked (their batches requeue into the sink, which
 /// they hold themselves).
-fn run(inner: Weak<Inner>, runtime: tokio::runtime::Handle, rx: Receiver<Detached>) {
+fn run(inner: Weak<Inner>, runtime: tokio::runtime::Handle, rx: Receiver<Queued>) {
     let queue = DrainOnExit { rx };
     let _enter = runtime.enter();
-    while let Ok(item) = queue.rx.recv() {
+    while let Ok(Queued { item, permit }) = queue.rx.recv() {
         ::metrics::gauge!(metrics::PUBLISHER_QUEUE_DEPTH).decrement(1.0);
+        // The item has left the queue: its bytes no longer count against the queue's bound
+        // (as its slot no longer counts against the item bound), so what the bounds cap is
+        // the queue plus the one item in hand, and a sender never waits on the item in hand.
+        drop(permit);
         // Test hook (compiled out unless the `failpoints` feature is on): a panic outside any
         // item kills the thread; `item` drops in the unwind (requeue, then report), and `queue`
         // drains what is left.
@@ -245,6 +285,7 @@ fn run(inner: Weak<Inner>, runtime: tokio::runtime::Handle, rx: Receiver<Detache
             park(item);
             continue;
         };
+        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_BYTES).set(inner.slot.budget.held() as f64);
         let c = PublishCoordinator { inner };
         let result = catch_unwind(AssertUnwindSafe(move || {
             // The item is owned by this closure: an unwind drops it here, so its batch

@@ -1,6 +1,7 @@
 //! The crate's one integration-test binary: unit tests for every latch and guard rule, cuts and
-//! the epoch reset, and proptest state machines against sequential reference models.
+//! the epoch reset, the byte budget, and proptest state machines against sequential reference models.
 
+mod budget;
 mod cuts;
 mod guards;
 mod latch;

@@ -320,3 +320,83 @@ fn dropping_every_handle_frees_the_coordinator_and_ends_its_thread() {
     );
     drop((records, rt));
 }
+
+/// RFC0059.17: the publisher queue is bounded in bytes, not only in partitions. With the
+/// publisher held inside its first partition's publish and room in the queue for one more
+/// partition's bytes, the worker detaching four partitions waits on the third (counted in
+/// `ourios.publisher.budget_waits`), the queue never holds more than its bound, and once the
+/// publisher goes on every record is published once. Without the byte bound the worker
+/// returns at once (the queue holds 64 partitions), and memory grows with the publisher's lag.
+#[test]
+fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room() {
+    let mut rig = Rig::with_configs(
+        ourios_sinks::RecordSinkConfig {
+            target_partition_bytes: 1 << 30,
+            ceiling_bytes: 1 << 31,
+            ..Default::default()
+        },
+        ourios_publisher::PublisherConfig {
+            queue_bound: 64,
+            queue_bytes: 1,
+        },
+    );
+    for h in 0..4 {
+        rig.append("a", h, 50);
+    }
+    let parts = detach_all(&rig);
+    assert_eq!(parts.len(), 4);
+    let all: BTreeSet<RecordId> = ids_of(&parts).into_iter().flatten().collect();
+    let largest = parts.iter().map(Partition::bytes).max().unwrap();
+
+    // The publisher takes the first partition off the queue and stops inside its publish.
+    fail::cfg("publisher::detached::publish", "pause").unwrap();
+    let recorder = Arc::new(metrics_util::debugging::DebuggingRecorder::new());
+    let snapshotter = recorder.snapshotter();
+    let guard = rig.barrier.enter_encode();
+    let batch = rig.owned(parts);
+    let coord = rig.coord.clone();
+    let worker = std::thread::spawn({
+        let recorder = Arc::clone(&recorder);
+        move || {
+            metrics::with_local_recorder(&*recorder, || coord.enqueue(batch, &guard));
+        }
+    });
+
+    let mut waits = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while waits == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never waited for the byte bound"
+        );
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            if key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
+                && let metrics_util::debugging::DebugValue::Counter(n) = value
+            {
+                waits += n;
+            }
+        }
+        std::thread::yield_now();
+    }
+    // The publisher is paused with one partition in hand and at most one in the queue: the
+    // worker cannot get past the one after.
+    assert!(
+        !worker.is_finished(),
+        "the worker went on past a full byte bound"
+    );
+    assert!(
+        rig.coord.queued_bytes() <= largest,
+        "the queue holds {} bytes, more than one partition ({largest})",
+        rig.coord.queued_bytes()
+    );
+
+    fail::remove("publisher::detached::publish");
+    worker.join().unwrap();
+    let (verdict, epoch) = quiesce(&rig);
+    assert!(verdict.all_ok(epoch));
+    assert_eq!(rig.coord.queued_bytes(), 0, "every permit was given back");
+    let stored = rig.store_ids();
+    let unique: BTreeSet<RecordId> = stored.iter().copied().collect();
+    assert_eq!(unique, all, "every detached record is in the store");
+    assert_eq!(unique.len(), stored.len(), "and once");
+}

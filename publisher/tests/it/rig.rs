@@ -41,6 +41,16 @@ impl Rig {
     }
 
     pub(crate) fn with_config(config: RecordSinkConfig) -> Self {
+        Self::with_configs(
+            config,
+            PublisherConfig {
+                queue_bound: 4,
+                ..PublisherConfig::default()
+            },
+        )
+    }
+
+    pub(crate) fn with_configs(config: RecordSinkConfig, publisher: PublisherConfig) -> Self {
         let fail = fail::FailScenario::setup();
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -68,7 +78,7 @@ impl Rig {
             records.clone(),
             Arc::clone(&barrier),
             rt.handle().clone(),
-            PublisherConfig { queue_bound: 4 },
+            publisher,
         );
         Self {
             store,

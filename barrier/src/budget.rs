@@ -1,0 +1,109 @@
+//! A byte budget for work handed from one thread to another: what bounds the memory of the
+//! partitions waiting for the publisher.
+//!
+//! A queue bounded in items bounds memory only if items are small; detached partitions range
+//! from a few records to the partition target. [`ByteBudget::acquire`] blocks the producer
+//! until the bytes already held plus its own fit the limit, and the [`BudgetPermit`] it returns
+//! gives them back when dropped, whatever drops it: the consumer taking the item, an unwind, a
+//! queue drained on its way out. An item larger than the whole limit is admitted alone (when
+//! nothing else is held), so no size blocks forever.
+
+use crate::sync::{Arc, Condvar, Mutex, lock, wait};
+
+/// Bytes held by permits, against a limit. Cloning shares the budget.
+#[derive(Debug, Clone)]
+pub struct ByteBudget {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    limit: usize,
+    /// Bytes held by live permits. Only read and written under this mutex.
+    held: Mutex<usize>,
+    /// Notified whenever a permit gives bytes back.
+    freed: Condvar,
+}
+
+impl ByteBudget {
+    /// A budget of `limit` bytes (0 admits one item at a time).
+    pub fn new(limit: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                limit,
+                held: Mutex::new(0),
+                freed: Condvar::new(),
+            }),
+        }
+    }
+
+    /// The limit.
+    pub fn limit(&self) -> usize {
+        self.inner.limit
+    }
+
+    /// Bytes held by live permits now.
+    pub fn held(&self) -> usize {
+        *lock(&self.inner.held)
+    }
+
+    /// Takes `bytes` from the budget, waiting while other permits hold so much that they would
+    /// not fit (an item alone always fits). Returns at once when they fit.
+    pub fn acquire(&self, bytes: usize) -> BudgetPermit {
+        let mut held = lock(&self.inner.held);
+        while !fits(*held, bytes, self.inner.limit) {
+            held = wait(&self.inner.freed, held);
+        }
+        *held += bytes;
+        drop(held);
+        BudgetPermit {
+            budget: Arc::clone(&self.inner),
+            bytes,
+        }
+    }
+
+    /// Takes `bytes` if they fit now, without waiting.
+    pub fn try_acquire(&self, bytes: usize) -> Option<BudgetPermit> {
+        let mut held = lock(&self.inner.held);
+        if !fits(*held, bytes, self.inner.limit) {
+            return None;
+        }
+        *held += bytes;
+        drop(held);
+        Some(BudgetPermit {
+            budget: Arc::clone(&self.inner),
+            bytes,
+        })
+    }
+}
+
+/// Whether `bytes` may join `held` under `limit`: when nothing is held, always.
+fn fits(held: usize, bytes: usize, limit: usize) -> bool {
+    held == 0 || held.saturating_add(bytes) <= limit
+}
+
+/// Bytes taken from a [`ByteBudget`], given back on drop (never panics: the lock is
+/// poison-tolerant).
+#[derive(Debug)]
+#[must_use = "dropping the permit gives its bytes back at once"]
+pub struct BudgetPermit {
+    budget: Arc<Inner>,
+    bytes: usize,
+}
+
+impl BudgetPermit {
+    /// The bytes it holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl Drop for BudgetPermit {
+    fn drop(&mut self) {
+        let mut held = lock(&self.budget.held);
+        *held = held.saturating_sub(self.bytes);
+        drop(held);
+        // Every waiter re-checks: the bytes given back may admit more than one.
+        self.budget.freed.notify_all();
+    }
+}
