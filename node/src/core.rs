@@ -285,6 +285,9 @@ impl Core {
         let tenant = tenant.to_owned();
         let tid = tenant_id.clone();
         let lines = otlp::flatten(&request);
+        // Nothing reads the decoded request again: a request waiting for its frame's turn
+        // holds its lines and (until the WAL has them) its canonical bytes, not a third copy.
+        drop(request);
         let n = lines.len() as u64;
         // In place only on a multi-thread runtime: a wait there (a full encode queue) can
         // hand the worker's other tasks on (`pool::may_block`); a current-thread runtime has no
@@ -296,12 +299,13 @@ impl Core {
         let joined = if in_place {
             // Spawned rather than awaited here: once the frame is submitted it is mined even if
             // the client goes away and this future is dropped.
-            tokio::spawn(async move { core.ingest_in_place(&tid, &canonical, &lines).await }).await
+            tokio::spawn(async move { core.ingest_in_place(&tid, canonical, &lines).await }).await
         } else {
             // The WAL's group commit and the miner are blocking: run both off the async workers.
             tokio::task::spawn_blocking(move || {
                 let state = core.tenant(&tenant);
                 let (lsn, ticket) = core.submit_in_order(&state, &tid, &canonical)?;
+                drop(canonical); // the WAL holds its own copy until the commit
                 // Not under the order lock: the tenant's next requests join this group commit.
                 // A failure drops the ticket, giving the turn up.
                 core.wal.wait_durable(lsn)?;
@@ -335,11 +339,12 @@ impl Core {
     async fn ingest_in_place(
         &self,
         tid: &TenantId,
-        canonical: &[u8],
+        canonical: Vec<u8>,
         lines: &[Line],
     ) -> Result<Lsn, IngestError> {
         let state = self.tenant(tid.as_str());
-        let (lsn, ticket) = self.submit_in_order(&state, tid, canonical)?;
+        let (lsn, ticket) = self.submit_in_order(&state, tid, &canonical)?;
+        drop(canonical);
         let unmined = HoldUnlessMined {
             wal: &self.wal,
             tenant: tid,

@@ -90,7 +90,7 @@ impl tonic::server::UnaryService<Bytes> for Export {
                 &headers,
                 Some(crate::otlp::PROTOBUF_CONTENT_TYPE),
                 None,
-                &body,
+                body,
             )
             .await
             .map_err(status)?;

@@ -91,7 +91,7 @@ async fn logs(
                 let encoding = headers
                     .get(header::CONTENT_ENCODING)
                     .and_then(|v| v.to_str().ok());
-                accept(&state, &headers, content_type, encoding, &body).await
+                accept(&state, &headers, content_type, encoding, body).await
             }
             // Past the body limit (as sent, before any decompression): name the limit, as for
             // a body that decompresses past it.
@@ -145,7 +145,7 @@ pub(crate) async fn accept(
     headers: &HeaderMap,
     content_type: Option<&str>,
     encoding: Option<&str>,
-    body: &[u8],
+    body: Bytes,
 ) -> Result<Format, Refusal> {
     let tenant = tenant_of(state, headers).map_err(|bad| Refusal::new(Refused::Invalid, bad))?;
     if let Some(auth) = &state.auth {
@@ -158,7 +158,10 @@ pub(crate) async fn accept(
         body_bytes: state.max_body_bytes,
         records: state.max_records,
     };
-    let (canonical, request) = otlp::decode(format, encoding, body, limits).map_err(|e| {
+    let decoded = otlp::decode(format, encoding, &body, limits);
+    // Not held while the request waits for its frame: the canonical bytes are its copy.
+    drop(body);
+    let (canonical, request) = decoded.map_err(|e| {
         let kind = match e {
             otlp::DecodeError::TooLarge { .. }
             | otlp::DecodeError::TooLargeExpanded { .. }
