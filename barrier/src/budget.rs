@@ -8,7 +8,7 @@
 //! queue drained on its way out. An item larger than the whole limit is admitted alone (when
 //! nothing else is held), so no size blocks forever.
 
-use crate::sync::{Arc, Condvar, Mutex, lock, wait};
+use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock, wait};
 
 /// Bytes held by permits, against a limit. Cloning shares the budget.
 #[derive(Debug, Clone)]
@@ -37,11 +37,6 @@ impl ByteBudget {
         }
     }
 
-    /// The limit.
-    pub fn limit(&self) -> usize {
-        self.inner.limit
-    }
-
     /// Bytes held by live permits now.
     pub fn held(&self) -> usize {
         *lock(&self.inner.held)
@@ -54,26 +49,24 @@ impl ByteBudget {
         while !fits(*held, bytes, self.inner.limit) {
             held = wait(&self.inner.freed, held);
         }
+        self.grant(held, bytes)
+    }
+
+    /// Takes `bytes` if they fit now, without waiting.
+    pub fn try_acquire(&self, bytes: usize) -> Option<BudgetPermit> {
+        let held = lock(&self.inner.held);
+        fits(*held, bytes, self.inner.limit).then(|| self.grant(held, bytes))
+    }
+
+    /// Adds `bytes` to `held` (the budget's locked count, once they fit) and returns their
+    /// permit.
+    fn grant(&self, mut held: MutexGuard<'_, usize>, bytes: usize) -> BudgetPermit {
         *held += bytes;
         drop(held);
         BudgetPermit {
             budget: Arc::clone(&self.inner),
             bytes,
         }
-    }
-
-    /// Takes `bytes` if they fit now, without waiting.
-    pub fn try_acquire(&self, bytes: usize) -> Option<BudgetPermit> {
-        let mut held = lock(&self.inner.held);
-        if !fits(*held, bytes, self.inner.limit) {
-            return None;
-        }
-        *held += bytes;
-        drop(held);
-        Some(BudgetPermit {
-            budget: Arc::clone(&self.inner),
-            bytes,
-        })
     }
 }
 

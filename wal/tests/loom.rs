@@ -281,16 +281,14 @@ fn ordered_race(
                 };
                 let _turn = if blocks {
                     wal.wait_durable(lsn)?;
-                    assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
                     ticket.wait()
                 } else {
-                    let turn = loom::future::block_on(async {
+                    loom::future::block_on(async {
                         wal.durable(lsn).await?;
                         Ok::<_, AppendError>(ticket.passed().await)
-                    })?;
-                    assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
-                    turn
+                    })?
                 };
+                assert!(io.synced_lsns().contains(&lsn.0), "{lsn:?} acked unsynced");
                 mined.lock().unwrap().push(lsn);
                 Ok(lsn)
             })
