@@ -15,6 +15,9 @@ pub const DEFAULT_MAX_INFLIGHT_REQUESTS: usize = 64;
 /// `file://` store, which run there too, always find a thread.
 pub const MAX_INFLIGHT_LIMIT: usize = 256;
 
+/// Default of [`Config::max_inflight_bytes`].
+pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 8 << 20;
+
 /// The `serve` settings, all optional: once as the command line and the environment give them
 /// (clap), once as a TOML file gives them (serde, field names as the flags' with `_`). A
 /// setting not given falls through: flag or environment, then the file, then the default.
@@ -89,6 +92,11 @@ pub struct ServeArgs {
     /// ingest never takes the threads store I/O needs [default: 64].
     #[arg(long, env = "OURIOS_MAX_INFLIGHT_REQUESTS")]
     pub max_inflight_requests: Option<usize>,
+    /// Decompressed body bytes of the requests being decoded, appended and mined at once; past
+    /// it a request waits (holding only its body) until earlier ones are answered. A request
+    /// larger than this is taken alone [default: 8388608].
+    #[arg(long, env = "OURIOS_MAX_INFLIGHT_BYTES")]
+    pub max_inflight_bytes: Option<usize>,
     /// Tenants the node serves; a request for one more is refused (429) [default: 1000].
     #[arg(long, env = "OURIOS_MAX_TENANTS")]
     pub max_tenants: Option<usize>,
@@ -165,6 +173,8 @@ pub struct Config {
     pub similarity: f64,
     /// Requests admitted into the ingest path at once.
     pub max_inflight_requests: usize,
+    /// Decompressed body bytes decoded, appended and mined at once.
+    pub max_inflight_bytes: usize,
     /// Tenants served.
     pub max_tenants: usize,
     /// Templates per tenant before the overflow template.
@@ -299,6 +309,10 @@ impl Config {
                 .max_inflight_requests
                 .or(file.max_inflight_requests)
                 .unwrap_or(DEFAULT_MAX_INFLIGHT_REQUESTS),
+            max_inflight_bytes: args
+                .max_inflight_bytes
+                .or(file.max_inflight_bytes)
+                .unwrap_or(DEFAULT_MAX_INFLIGHT_BYTES),
             max_tenants: args.max_tenants.or(file.max_tenants).unwrap_or(1000),
             max_templates_per_tenant: args
                 .max_templates_per_tenant
@@ -347,6 +361,13 @@ impl Config {
                 &self.max_inflight_requests,
                 "must be 1-256 (each admitted request may hold a blocking thread; the runtime \
                  has 512 and store I/O needs the rest)",
+            );
+        }
+        if self.max_inflight_bytes == 0 || u32::try_from(self.max_inflight_bytes).is_err() {
+            return bad(
+                "max_inflight_bytes",
+                &self.max_inflight_bytes,
+                "must be 1 to 4294967295 (bytes of request bodies in the ingest path at once)",
             );
         }
         if self.partition_target_bytes == 0
@@ -476,6 +497,31 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("default_tenant")
+        );
+    }
+
+    /// `max_inflight_bytes` is a semaphore's permits taken at most `u32::MAX` at a time: 0 and
+    /// anything past `u32::MAX` are refused naming the field; the edges are taken.
+    #[test]
+    fn config_max_inflight_bytes_is_refused_outside_its_range() {
+        let resolve = |bytes: usize| {
+            Config::resolve(&ServeArgs {
+                max_inflight_bytes: Some(bytes),
+                ..Default::default()
+            })
+        };
+        for bad in [0, u32::MAX as usize + 1] {
+            let err = resolve(bad).unwrap_err().to_string();
+            assert!(err.contains("max_inflight_bytes"), "{bad}: {err}");
+        }
+        for good in [1, u32::MAX as usize] {
+            assert_eq!(resolve(good).unwrap().max_inflight_bytes, good);
+        }
+        assert_eq!(
+            Config::resolve(&ServeArgs::default())
+                .unwrap()
+                .max_inflight_bytes,
+            DEFAULT_MAX_INFLIGHT_BYTES
         );
     }
 

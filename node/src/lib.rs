@@ -320,6 +320,8 @@ impl Node {
             .await
             .with_context(|| format!("binding {}", config.listen))?;
         let addr = listener.local_addr()?;
+        // `validate` refuses a budget past `u32::MAX` (the semaphore takes `u32` at a time).
+        let inflight_bytes = u32::try_from(config.max_inflight_bytes).unwrap_or(u32::MAX);
         let state = server::AppState {
             core: Arc::clone(&core),
             metrics: metrics_handle,
@@ -328,6 +330,8 @@ impl Node {
             max_records: config.max_records_per_request,
             admission: Arc::new(tokio::sync::Semaphore::new(config.max_inflight_requests)),
             max_inflight: config.max_inflight_requests,
+            admission_bytes: Arc::new(tokio::sync::Semaphore::new(inflight_bytes as usize)),
+            max_inflight_bytes: inflight_bytes,
             store_probe: Arc::clone(&store),
             #[cfg(feature = "read")]
             read: loki::ReadState::new(Arc::clone(&store)),

@@ -20,6 +20,11 @@ pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
 pub const INGEST_ENCODE_QUEUE_FULL: &str = "ourios.ingest.encode_queue_full";
 /// Histogram: seconds from request arrival to acknowledgement.
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
+/// Counter: requests that found `max_inflight_bytes` taken and waited for room before decoding.
+pub const INGEST_BYTES_WAITS: &str = "ourios.ingest.bytes_waits";
+/// Gauge: bytes taken from `max_inflight_bytes`: the decompressed bodies of the requests being
+/// decoded, appended and mined, and what is already set aside for the first one waiting.
+pub const INGEST_INFLIGHT_BYTES: &str = "ourios.ingest.inflight_bytes";
 /// Counter: requests refused (503, `Retry-After`) because the record buffer held its ceiling
 /// of publishable bytes.
 pub const INGEST_PUSHED_BACK: &str = "ourios.ingest.pushed_back";

@@ -176,15 +176,27 @@ pub fn wire_record_count(body: &[u8]) -> Option<usize> {
 /// The content type of an OTLP protobuf body (OTLP/HTTP's default, and what gRPC carries).
 pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";
 
-/// Decodes a request body into canonical protobuf bytes plus the decoded request.
+/// Decodes a request body into canonical protobuf bytes plus the decoded request:
+/// [`decompress`], then [`decode_decompressed`].
 pub fn decode(
     format: Format,
     content_encoding: Option<&str>,
     body: &[u8],
     limits: Limits,
 ) -> Result<(Vec<u8>, ExportLogsServiceRequest), DecodeError> {
-    let limit = limits.body_bytes;
-    let raw: std::borrow::Cow<'_, [u8]> =
+    let raw = decompress(content_encoding, body, limits.body_bytes)?;
+    decode_decompressed(format, raw, limits)
+}
+
+/// A body as sent, decompressed (borrowed when it was not compressed), at most `limit` bytes.
+/// The ingest path takes its byte admission on this length, before decoding makes the request
+/// several times larger.
+pub fn decompress<'a>(
+    content_encoding: Option<&str>,
+    body: &'a [u8],
+    limit: usize,
+) -> Result<std::borrow::Cow<'a, [u8]>, DecodeError> {
+    let raw: std::borrow::Cow<'a, [u8]> =
         match content_encoding.map(|e| e.trim().to_ascii_lowercase()) {
             None => body.into(),
             Some(e) if e.is_empty() || e == "identity" => body.into(),
@@ -202,6 +214,17 @@ pub fn decode(
     if raw.len() > limit {
         return Err(DecodeError::TooLarge { limit });
     }
+    Ok(raw)
+}
+
+/// Decodes a decompressed body (from [`decompress`]) into canonical protobuf bytes plus the
+/// decoded request, within `limits`.
+pub fn decode_decompressed(
+    format: Format,
+    raw: std::borrow::Cow<'_, [u8]>,
+    limits: Limits,
+) -> Result<(Vec<u8>, ExportLogsServiceRequest), DecodeError> {
+    let limit = limits.body_bytes;
     // Counted before decoding: a record is two bytes on the wire and hundreds decoded.
     let counted = match format {
         Format::Protobuf => wire_record_count(&raw),

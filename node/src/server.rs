@@ -8,7 +8,10 @@
 //! tenant or a terminal tenant is refused and the WAL is untouched. A `200` means the request's
 //! frame is durable in the WAL. At most `max_inflight_requests` requests are in the ingest path
 //! at once; one more gets `503` with `Retry-After` at once, so ingest can never hold every
-//! blocking thread that store I/O needs.
+//! blocking thread that store I/O needs. Of those, the ones decoded, appended and mined at once
+//! hold at most `max_inflight_bytes` of decompressed body between them; the others wait for
+//! room holding only their bodies, so the requests in flight are bounded in memory, not only in
+//! number (a decoded request is several times its body).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,6 +44,11 @@ pub(crate) struct AppState {
     pub(crate) admission: Arc<tokio::sync::Semaphore>,
     /// The number of permits `admission` was created with.
     pub(crate) max_inflight: usize,
+    /// Admission by size: one permit per decompressed body byte of the requests being decoded,
+    /// appended and mined (`max_inflight_bytes` of them).
+    pub(crate) admission_bytes: Arc<tokio::sync::Semaphore>,
+    /// The number of permits `admission_bytes` was created with.
+    pub(crate) max_inflight_bytes: u32,
     /// The store `/readyz` probes.
     pub(crate) store_probe: Arc<dyn object_store::ObjectStore>,
     /// The read path (the Loki endpoints).
@@ -134,6 +142,57 @@ impl AppState {
                 )
             })
     }
+
+    /// Room for a request of `bytes` decompressed bytes among those being decoded, appended and
+    /// mined: waits (first come, first served) until that many of `max_inflight_bytes` are
+    /// free. A request larger than the whole budget takes all of it, so it runs alone but runs.
+    pub(crate) async fn admit_bytes(&self, bytes: usize) -> Result<AdmittedBytes<'_>, Refusal> {
+        let wanted = u32::try_from(bytes)
+            .unwrap_or(u32::MAX)
+            .min(self.max_inflight_bytes);
+        let budget = Arc::clone(&self.admission_bytes);
+        let permit = match Arc::clone(&budget).try_acquire_many_owned(wanted) {
+            Ok(permit) => permit,
+            Err(_) => {
+                metrics::counter!(crate::metrics::INGEST_BYTES_WAITS).increment(1);
+                // Only a closed semaphore fails, and nothing closes this one; were it closed,
+                // the request is refused as by a node going away.
+                budget.acquire_many_owned(wanted).await.map_err(|_| {
+                    Refusal::new(
+                        Refused::Unavailable { retry_after: None },
+                        "the node is shutting down".to_owned(),
+                    )
+                })?
+            }
+        };
+        self.record_inflight_bytes();
+        Ok(AdmittedBytes {
+            permit: Some(permit),
+            state: self,
+        })
+    }
+
+    /// Sets the gauge of admitted bytes from the semaphore (read, not counted, so it cannot
+    /// drift).
+    fn record_inflight_bytes(&self) {
+        let held = u64::from(self.max_inflight_bytes)
+            .saturating_sub(self.admission_bytes.available_permits() as u64);
+        metrics::gauge!(crate::metrics::INGEST_INFLIGHT_BYTES).set(held as f64);
+    }
+}
+
+/// A request's share of `max_inflight_bytes`, given back (and the gauge set) when dropped: when
+/// the request is answered, refused or abandoned by its client.
+pub(crate) struct AdmittedBytes<'a> {
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    state: &'a AppState,
+}
+
+impl Drop for AdmittedBytes<'_> {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.state.record_inflight_bytes();
+    }
 }
 
 /// The ingest path OTLP/HTTP and OTLP/gRPC share, once admitted: the tenant, the token, the
@@ -158,47 +217,49 @@ pub(crate) async fn accept(
         body_bytes: state.max_body_bytes,
         records: state.max_records,
     };
-    let decoded = otlp::decode(format, encoding, &body, limits);
+    let raw = otlp::decompress(encoding, &body, limits.body_bytes).map_err(decode_refusal)?;
+    // Held until the request is answered; given back when this returns.
+    let bytes = state.admit_bytes(raw.len()).await?;
+    let decoded = otlp::decode_decompressed(format, raw, limits);
     // Not held while the request waits for its frame: the canonical bytes are its copy.
     drop(body);
-    let (canonical, request) = decoded.map_err(|e| {
-        let kind = match e {
-            otlp::DecodeError::TooLarge { .. }
-            | otlp::DecodeError::TooLargeExpanded { .. }
-            | otlp::DecodeError::TooManyRecords { .. } => Refused::TooLarge,
-            otlp::DecodeError::UnsupportedEncoding(_)
-            | otlp::DecodeError::UnsupportedContentType(_) => Refused::Unsupported,
-            _ => Refused::Invalid,
+    let (canonical, request) = decoded.map_err(decode_refusal)?;
+    let ingested = state.core.ingest(&tenant, canonical, request).await;
+    drop(bytes);
+    ingested.map_err(|e| {
+        let kind = match &e {
+            // Retryable for the client: the node will accept again after a restart into a
+            // repaired store.
+            IngestError::TenantTerminal { .. } => Refused::Unavailable {
+                retry_after: Some(30),
+            },
+            // Retryable: publishes drain the buffer within a sweep or two once the store
+            // answers.
+            IngestError::BufferFull { .. } => Refused::Busy { retry_after: 5 },
+            IngestError::InvalidTenant(_) => Refused::Invalid,
+            IngestError::TooManyTenants { .. } => Refused::TooManyTenants,
+            IngestError::ShuttingDown => Refused::Unavailable { retry_after: None },
+            // Not retryable: the same request can never fit (the limits are set so that
+            // only a JSON body whose protobuf form is larger than itself gets here).
+            IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. }) => Refused::TooLarge,
+            IngestError::Wal(_) => Refused::Unavailable { retry_after: None },
         };
         Refusal::new(kind, said(&e))
     })?;
-    state
-        .core
-        .ingest(&tenant, canonical, request)
-        .await
-        .map_err(|e| {
-            let kind = match &e {
-                // Retryable for the client: the node will accept again after a restart into a
-                // repaired store.
-                IngestError::TenantTerminal { .. } => Refused::Unavailable {
-                    retry_after: Some(30),
-                },
-                // Retryable: publishes drain the buffer within a sweep or two once the store
-                // answers.
-                IngestError::BufferFull { .. } => Refused::Busy { retry_after: 5 },
-                IngestError::InvalidTenant(_) => Refused::Invalid,
-                IngestError::TooManyTenants { .. } => Refused::TooManyTenants,
-                IngestError::ShuttingDown => Refused::Unavailable { retry_after: None },
-                // Not retryable: the same request can never fit (the limits are set so that
-                // only a JSON body whose protobuf form is larger than itself gets here).
-                IngestError::Wal(ourios_wal::AppendError::FrameTooLarge { .. }) => {
-                    Refused::TooLarge
-                }
-                IngestError::Wal(_) => Refused::Unavailable { retry_after: None },
-            };
-            Refusal::new(kind, said(&e))
-        })?;
     Ok(format)
+}
+
+/// A body that did not decode, as the refusal that names why.
+fn decode_refusal(e: otlp::DecodeError) -> Refusal {
+    let kind = match e {
+        otlp::DecodeError::TooLarge { .. }
+        | otlp::DecodeError::TooLargeExpanded { .. }
+        | otlp::DecodeError::TooManyRecords { .. } => Refused::TooLarge,
+        otlp::DecodeError::UnsupportedEncoding(_)
+        | otlp::DecodeError::UnsupportedContentType(_) => Refused::Unsupported,
+        _ => Refused::Invalid,
+    };
+    Refusal::new(kind, said(&e))
 }
 
 /// Why an ingest request was refused, in terms both protocols map: OTLP/HTTP to a status and
@@ -362,6 +423,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
             "reasons": reasons,
             "terminal_tenants": terminal,
             "requests_in_flight": state.max_inflight - state.admission.available_permits(),
+            "request_bytes_in_flight": u64::from(state.max_inflight_bytes)
+                .saturating_sub(state.admission_bytes.available_permits() as u64),
         }),
     )
 }

@@ -231,6 +231,119 @@ async fn clients_against_a_small_blocking_pool() {
     }
 }
 
+/// Proves the requests in the ingest path are bounded in bytes, not only in number: with
+/// `max_inflight_bytes` room for one request, a second waits before decoding until the first
+/// is answered (it is not refused, nothing of it is written meanwhile, and the bytes taken never
+/// pass the budget), then is taken. The first is held in its mining by a failpoint gate. Without the byte admission the
+/// second is decoded and appended beside the first and never counts a wait, so the wait for
+/// `ourios_ingest_bytes_waits` hits its bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_requests_past_the_byte_budget_wait_for_room() {
+    let _scenario = fail::FailScenario::setup();
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let first = request(&lines(50, 1));
+    let second = request(&lines(50, 2));
+    let first_len = first.encoded_len() as u64;
+    let size = first.encoded_len().max(second.encoded_len());
+    let budget = (size + size / 2) as u64;
+    let node = Arc::new(
+        start(
+            config(dir.path(), |a| {
+                inline(a);
+                // Room for one of the two, not both.
+                a.max_inflight_bytes = Some(budget as usize);
+            }),
+            &store,
+        )
+        .await,
+    );
+    let waits = ourios_node::metrics::INGEST_BYTES_WAITS.replace('.', "_");
+    let waits_before = metric(&node, &waits, &[]).await;
+    let gate = FailGate::hold_at("node::mine::record", 0);
+    let a = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move { post_logs(&node, "t", &first).await }
+    });
+    gate.reached().await;
+    let durable = || node.core.wal().stats().durable_lsn;
+    let durable_at_hold = durable();
+    let held = ready_field(&node, "request_bytes_in_flight").await;
+    assert_eq!(held, first_len, "the first request holds its bytes");
+    let b = tokio::spawn({
+        let node = Arc::clone(&node);
+        async move { post_logs(&node, "t", &second).await }
+    });
+    bounded("the second request waits for bytes", async {
+        while metric(&node, &waits, &[]).await <= waits_before {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        !b.is_finished(),
+        "the second request is not answered while it waits"
+    );
+    // The first waiter is set aside what frees up as it frees (tokio's semaphore is fair),
+    // so the budget reads full; it never reads past the limit.
+    let taken = ready_field(&node, "request_bytes_in_flight").await;
+    assert!(
+        (held..=budget).contains(&taken),
+        "{taken} bytes taken: at least the first request's {held}, at most the budget {budget}"
+    );
+    assert_eq!(
+        durable(),
+        durable_at_hold,
+        "nothing of the waiting request is written"
+    );
+    gate.release();
+    let (status, body) = bounded("the first request", a).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = bounded("the second request", b).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        durable() > durable_at_hold,
+        "the second request was appended once it had room"
+    );
+    assert_eq!(ready_field(&node, "request_bytes_in_flight").await, 0);
+    let node = Arc::into_inner(node).expect("the clients are done");
+    bounded("the final cut", node.shutdown()).await.unwrap();
+    let ids: std::collections::BTreeSet<_> = ids_in_store(&store).await.into_keys().collect();
+    assert_eq!(ids.len(), 100, "both requests' records are in the store");
+}
+
+/// Proves a request larger than the whole `max_inflight_bytes` is taken alone rather than
+/// waiting for room that can never exist: with a budget of one byte, requests are answered
+/// `200` one after another. Without the clamp to the budget, the first waits forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_a_request_larger_than_the_byte_budget_is_taken_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| a.max_inflight_bytes = Some(1)),
+        &store,
+    )
+    .await;
+    for salt in 0..3 {
+        let (status, body) = bounded(
+            "a request over the budget",
+            post_logs(&node, "t", &request(&lines(20, salt))),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    assert_eq!(ready_field(&node, "request_bytes_in_flight").await, 0);
+}
+
+/// A number from `/readyz`'s answer.
+async fn ready_field(node: &Node, field: &str) -> u64 {
+    let (_, body) = http(node.addr, "GET", "/readyz", &[], b"").await;
+    let ready: serde_json::Value = serde_json::from_slice(&body).expect("readyz is JSON");
+    ready[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("readyz has no `{field}`: {ready}"))
+}
+
 /// Proves a small request cannot expand into an unbounded one: 5 000 empty records under one
 /// 64 KiB resource attribute is a body under 1 MiB that flattens to over 300 MiB (the attribute is
 /// carried by every record). It gets `413` naming the limit and writes nothing; before, it was
