@@ -172,12 +172,16 @@ impl AppState {
         })
     }
 
-    /// Sets the gauge of admitted bytes from the semaphore (read, not counted, so it cannot
-    /// drift).
+    /// Bytes taken from `max_inflight_bytes`, read from the semaphore (not counted beside it,
+    /// so it cannot drift): the admitted requests' and what is set aside for the first waiter.
+    fn inflight_bytes(&self) -> u64 {
+        u64::from(self.max_inflight_bytes)
+            .saturating_sub(self.admission_bytes.available_permits() as u64)
+    }
+
+    /// Sets the gauge of [`Self::inflight_bytes`].
     fn record_inflight_bytes(&self) {
-        let held = u64::from(self.max_inflight_bytes)
-            .saturating_sub(self.admission_bytes.available_permits() as u64);
-        metrics::gauge!(crate::metrics::INGEST_INFLIGHT_BYTES).set(held as f64);
+        metrics::gauge!(crate::metrics::INGEST_INFLIGHT_BYTES).set(self.inflight_bytes() as f64);
     }
 }
 
@@ -423,8 +427,7 @@ async fn readyz(State(state): State<AppState>) -> Response {
             "reasons": reasons,
             "terminal_tenants": terminal,
             "requests_in_flight": state.max_inflight - state.admission.available_permits(),
-            "request_bytes_in_flight": u64::from(state.max_inflight_bytes)
-                .saturating_sub(state.admission_bytes.available_permits() as u64),
+            "request_bytes_in_flight": state.inflight_bytes(),
         }),
     )
 }

@@ -317,6 +317,8 @@ async fn hostile_requests_past_the_byte_budget_wait_for_room() {
 /// `200` one after another. Without the clamp to the budget, the first waits forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_a_request_larger_than_the_byte_budget_is_taken_alone() {
+    // Held like every test here: a gate armed by another test must not catch this one's lines.
+    let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
     let node = start(
