@@ -284,10 +284,10 @@ impl Core {
         let core = Arc::clone(self);
         let tenant = tenant.to_owned();
         let tid = tenant_id.clone();
-        let lines = otlp::flatten(&request);
-        // Nothing reads the decoded request again: a request waiting for its frame's turn
-        // holds its lines and (until the WAL has them) its canonical bytes, not a third copy.
-        drop(request);
+        // Nothing reads the decoded request again: its strings move into the lines, so a
+        // request waiting for its frame's turn holds its lines and (until the WAL has them) its
+        // canonical bytes, not a third copy.
+        let mut lines = otlp::into_lines(request);
         let n = lines.len() as u64;
         // In place only on a multi-thread runtime: a wait there (a full encode queue) can
         // hand the worker's other tasks on (`pool::may_block`); a current-thread runtime has no
@@ -299,7 +299,8 @@ impl Core {
         let joined = if in_place {
             // Spawned rather than awaited here: once the frame is submitted it is mined even if
             // the client goes away and this future is dropped.
-            tokio::spawn(async move { core.ingest_in_place(&tid, canonical, &lines).await }).await
+            tokio::spawn(async move { core.ingest_in_place(&tid, canonical, &mut lines).await })
+                .await
         } else {
             // The WAL's group commit and the miner are blocking: run both off the async workers.
             tokio::task::spawn_blocking(move || {
@@ -313,7 +314,7 @@ impl Core {
                 // earlier frame of the tenant (their tickets were taken first), before any
                 // later one.
                 let _turn = ticket.wait();
-                core.mine_acknowledged(&tenant, &state, lsn, &lines);
+                core.mine_acknowledged(&tenant, &state, lsn, &mut lines);
                 Ok::<Lsn, IngestError>(lsn)
             })
             .await
@@ -340,7 +341,7 @@ impl Core {
         &self,
         tid: &TenantId,
         canonical: Vec<u8>,
-        lines: &[Line],
+        lines: &mut [Line],
     ) -> Result<Lsn, IngestError> {
         let state = self.tenant(tid.as_str());
         let (lsn, ticket) = self.submit_in_order(&state, tid, &canonical)?;
@@ -379,7 +380,7 @@ impl Core {
     /// kept whole); one that escapes has handed the prefix to the sink and held the frame when
     /// it reaches this catch. The request is acknowledged all the same (a retry would
     /// duplicate a durable frame).
-    fn mine_acknowledged(&self, tenant: &str, state: &TenantState, lsn: Lsn, lines: &[Line]) {
+    fn mine_acknowledged(&self, tenant: &str, state: &TenantState, lsn: Lsn, lines: &mut [Line]) {
         let mined = catch_unwind(AssertUnwindSafe(|| {
             self.mine_batch_ordered(tenant, state, lsn, lines);
         }));
@@ -406,13 +407,18 @@ impl Core {
     /// the mined prefix reaches the sink *before* the panic resumes, and the frame's unhanded
     /// suffix (which now exists only in the WAL) puts a hold on the tenant's frontier just below
     /// the frame, so no cut stamps past it; a restart re-mines it.
+    ///
+    /// Each line's severity text and attributes move into its record (`lines` keeps the rest):
+    /// a record is built once per line, so nothing is moved twice.
     pub(crate) fn mine_batch_ordered(
         &self,
         tenant: &str,
         state: &TenantState,
         lsn: Lsn,
-        lines: &[Line],
+        lines: &mut [Line],
     ) {
+        let mut owned: Vec<Owned> = lines.iter_mut().map(Owned::take).collect();
+        let lines: &[Line] = lines;
         // Tag the batch before mining: every record of this frame is covered by a guard whose
         // epoch a cut's quiesce waits for (RFC 0052 §3.1).
         let guard = self.barrier.enter_encode();
@@ -460,6 +466,7 @@ impl Core {
                         index: i,
                     },
                     &lines[i as usize],
+                    std::mem::take(&mut owned[i as usize]),
                     mined.record,
                     state.watermark.load(Ordering::Relaxed),
                 );
@@ -936,11 +943,32 @@ pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
     }
 }
 
+/// A line's strings that move into its record: taken out of the line before mining, so the
+/// miner can read the lines' bodies while each record takes its own. Between the take and the
+/// record `log_record` only appends and counts (`place_in_time`), so a miner panic's
+/// keep-the-line-whole path never rebuilds a line whose strings are gone: a line whose record
+/// was built is past `index`.
+#[derive(Debug, Default)]
+pub(crate) struct Owned {
+    severity_text: String,
+    attributes: Vec<(String, String)>,
+}
+
+impl Owned {
+    fn take(line: &mut Line) -> Owned {
+        Owned {
+            severity_text: std::mem::take(&mut line.severity_text),
+            attributes: std::mem::take(&mut line.attributes),
+        }
+    }
+}
+
 pub(crate) fn log_record(
     wal_id: [u8; 16],
     tenant: &Tenant,
     id: RecordId,
     line: &Line,
+    owned: Owned,
     mined: ourios_miner::MinedRecord,
     watermark: u64,
 ) -> LogRecord {
@@ -948,7 +976,10 @@ pub(crate) fn log_record(
     // record with neither the receive time as observed time, before the WAL). A value the
     // store cannot hold is replaced by the next in that order, kept as an attribute and
     // counted, so every acknowledged record has a place in the store.
-    let mut attributes = line.attributes.clone();
+    let Owned {
+        severity_text,
+        mut attributes,
+    } = owned;
     let (time, observed) = place_in_time(line, &mut attributes);
     LogRecord {
         wal_id,
@@ -957,7 +988,7 @@ pub(crate) fn log_record(
         time_unix_nano: time,
         observed_time_unix_nano: observed,
         severity_number: line.severity_number,
-        severity_text: line.severity_text.clone(),
+        severity_text,
         template_key: mined.template_key.0,
         template_id: mined.template_id,
         template_version: mined.template_version,

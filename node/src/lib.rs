@@ -583,7 +583,7 @@ fn replay_frames(
         }
         let request = otlp::decode_frame(frame.payload())
             .with_context(|| format!("frame {} of tenant {tenant} does not decode", frame.lsn.0))?;
-        let lines = otlp::flatten(&request);
+        let mut lines = otlp::into_lines(request);
         let state = core.tenant(&tenant);
         match frame.mode {
             ReplayMode::RegenerationOnly => {
@@ -618,7 +618,7 @@ fn replay_frames(
                 }
                 // A miner panic here is handled as on the live path.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    core.mine_batch_ordered(&tenant, &state, lsn, &lines);
+                    core.mine_batch_ordered(&tenant, &state, lsn, &mut lines);
                 }));
                 recovery.mined += 1;
             }

@@ -347,25 +347,26 @@ pub struct Line {
     pub span_id: Option<[u8; 8]>,
 }
 
-/// Flattens a request into lines in request order (index = position in this order).
-pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
-    let mut out = Vec::with_capacity(record_count(request));
-    for rl in &request.resource_logs {
+/// Flattens a request into lines in request order (index = position in this order), moving
+/// its strings (bodies, severity texts, attribute keys and string values) into the lines rather
+/// than copying them: most of a realistic record is its attributes, two strings each.
+pub fn into_lines(request: ExportLogsServiceRequest) -> Vec<Line> {
+    let mut out = Vec::with_capacity(record_count(&request));
+    for rl in request.resource_logs {
         let resource_attributes: ourios_sinks::SharedAttributes = rl
             .resource
-            .as_ref()
-            .map(|r| render_attributes(&r.attributes))
+            .map(|r| into_attributes(r.attributes))
             .unwrap_or_default()
             .into();
-        for sl in &rl.scope_logs {
-            for r in &sl.log_records {
+        for sl in rl.scope_logs {
+            for r in sl.log_records {
                 out.push(Line {
                     time_unix_nano: r.time_unix_nano,
                     observed_time_unix_nano: r.observed_time_unix_nano,
                     severity_number: r.severity_number,
-                    severity_text: r.severity_text.clone(),
-                    body: r.body.as_ref().map(render_value).unwrap_or_default(),
-                    attributes: render_attributes(&r.attributes),
+                    severity_text: r.severity_text,
+                    body: r.body.map(into_text).unwrap_or_default(),
+                    attributes: into_attributes(r.attributes),
                     resource_attributes: std::sync::Arc::clone(&resource_attributes),
                     trace_id: r.trace_id.as_slice().try_into().ok(),
                     span_id: r.span_id.as_slice().try_into().ok(),
@@ -376,15 +377,23 @@ pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
     out
 }
 
-fn render_attributes(kvs: &[KeyValue]) -> Vec<(String, String)> {
-    kvs.iter()
-        .map(|kv| {
-            (
-                kv.key.clone(),
-                kv.value.as_ref().map(render_value).unwrap_or_default(),
-            )
-        })
+/// [`into_lines`] of a request the caller keeps.
+pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
+    into_lines(request.clone())
+}
+
+fn into_attributes(kvs: Vec<KeyValue>) -> Vec<(String, String)> {
+    kvs.into_iter()
+        .map(|kv| (kv.key, kv.value.map(into_text).unwrap_or_default()))
         .collect()
+}
+
+/// [`render_value`], moving a string value out instead of copying it.
+fn into_text(v: AnyValue) -> String {
+    match v.value {
+        Some(any_value::Value::StringValue(s)) => s,
+        _ => render_value(&v),
+    }
 }
 
 /// Renders an `AnyValue` as text: strings as they are, scalars in their usual form, bytes as
