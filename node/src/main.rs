@@ -7,6 +7,8 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use ourios_node::{Config, LogFormat, Node, NodeOptions, ServeArgs};
 
+mod allocator;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "ourios-node",
@@ -128,6 +130,7 @@ fn main() -> anyhow::Result<()> {
         Command::Serve(args) => {
             let config = Config::resolve(&args)?;
             init_logging(&config);
+            allocator::start(runtime.handle());
             runtime.block_on(serve(config))
         }
         Command::Query(args) => runtime.block_on(query(args)),

@@ -25,6 +25,12 @@ pub const INGEST_BYTES_WAITS: &str = "ourios.ingest.bytes_waits";
 /// Gauge: bytes taken from `max_inflight_bytes`: the decompressed bodies of the requests being
 /// decoded, appended and mined, and what is already set aside for the first one waiting.
 pub const INGEST_INFLIGHT_BYTES: &str = "ourios.ingest.inflight_bytes";
+/// Gauge: bytes the node's allocations hold (jemalloc's `stats.allocated`, read every second;
+/// the `ourios-node` binary only).
+pub const MEMORY_ALLOCATED: &str = "ourios.memory.allocated_bytes";
+/// Gauge: bytes of memory the allocator keeps resident (jemalloc's `stats.resident`: what is
+/// allocated, its metadata, and freed pages not yet returned to the system).
+pub const MEMORY_RESIDENT: &str = "ourios.memory.resident_bytes";
 /// Counter: requests refused (503, `Retry-After`) because the record buffer held its ceiling
 /// of publishable bytes.
 pub const INGEST_PUSHED_BACK: &str = "ourios.ingest.pushed_back";

@@ -68,3 +68,43 @@ fn ready_file_and_json_log_are_machine_readable() {
         .unwrap_or_else(|| panic!("no final-cut event: {log}"));
     assert_eq!(stopped["fields"]["records"], 1, "{stopped}");
 }
+
+/// Proves the binary reports its allocator's memory, the figures an operator watches against
+/// the host's limit: once the node has taken a request, `/metrics` carries
+/// `ourios_memory_allocated_bytes` and `ourios_memory_resident_bytes`, the allocations are
+/// nonzero, and what the allocator keeps resident holds at least them. Without the gauges' task neither name is exported and the wait below fails.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[test]
+fn the_binary_reports_its_allocators_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = proc::NodeProc::start(dir.path(), &[]);
+    let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"user 7 logged in"}}]}]}]}"#;
+    let (status, _) = proc::http(
+        node.addr,
+        "POST",
+        "/v1/logs",
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .unwrap();
+    assert_eq!(status, 200);
+    // The gauges are read every second; wait for a reading after the request.
+    let deadline = std::time::Instant::now() + GUARD;
+    let (allocated, resident) = loop {
+        let allocated = node.metric("ourios_memory_allocated_bytes", &[]);
+        let resident = node.metric("ourios_memory_resident_bytes", &[]);
+        if allocated > 0.0 {
+            break (allocated, resident);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no allocator gauges on /metrics: {}",
+            node.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(
+        resident >= allocated,
+        "resident {resident} < allocated {allocated}"
+    );
+}
