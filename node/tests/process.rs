@@ -34,16 +34,7 @@ fn ready_file_and_json_log_are_machine_readable() {
     assert_eq!(ready.listen, node.addr());
     let (status, _) = proc::http(ready.listen, "GET", "/healthz", &[], b"").unwrap();
     assert_eq!(status, 200);
-    let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"user 7 logged in"}}]}]}]}"#;
-    let (status, _) = proc::http(
-        ready.listen,
-        "POST",
-        "/v1/logs",
-        &[("Content-Type", "application/json")],
-        body,
-    )
-    .unwrap();
-    assert_eq!(status, 200);
+    send_one_record(ready.listen);
 
     let exit = node.terminate(GUARD).unwrap();
     assert!(exit.success(), "{exit}: {}", node.log_text());
@@ -78,16 +69,7 @@ fn ready_file_and_json_log_are_machine_readable() {
 fn the_binary_reports_its_allocators_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = proc::NodeProc::start(dir.path(), &[]);
-    let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"user 7 logged in"}}]}]}]}"#;
-    let (status, _) = proc::http(
-        node.addr,
-        "POST",
-        "/v1/logs",
-        &[("Content-Type", "application/json")],
-        body,
-    )
-    .unwrap();
-    assert_eq!(status, 200);
+    send_one_record(node.addr);
     // The gauges are read every second; wait for a reading after the request.
     let deadline = std::time::Instant::now() + GUARD;
     let (allocated, resident) = loop {
@@ -107,4 +89,18 @@ fn the_binary_reports_its_allocators_memory() {
         resident >= allocated,
         "resident {resident} < allocated {allocated}"
     );
+}
+
+/// Sends one OTLP/JSON record to `addr` and checks it is acknowledged.
+fn send_one_record(addr: std::net::SocketAddr) {
+    let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"user 7 logged in"}}]}]}]}"#;
+    let (status, _) = proc::http(
+        addr,
+        "POST",
+        "/v1/logs",
+        &[("Content-Type", "application/json")],
+        body,
+    )
+    .unwrap();
+    assert_eq!(status, 200);
 }
