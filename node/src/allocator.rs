@@ -4,17 +4,16 @@
 //! threads and frees them on others (the encode workers, the publisher). glibc's malloc gives
 //! each of those threads an arena and keeps what they free; at 64 tenants it held 1 022 MB
 //! while 258 MB was in use. jemalloc returns freed pages to the system on a decay clock, run
-//! by a background thread, and its thread caches made the realistic corpus 1.4x faster
-//! (`xtask/loadgen/PROFILE.md`, "The allocator").
-
-use std::time::Duration;
+//! by a background thread, and with it the node took the realistic corpus 1.4x faster
+//! (`xtask/loadgen/PROFILE.md`, "The allocator: jemalloc").
 
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// How often the gauges are read.
-const EVERY: Duration = Duration::from_secs(1);
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Turns on jemalloc's background thread, which returns decayed pages to the system without an
 /// allocating thread having to, and spawns a task on `runtime` that publishes
