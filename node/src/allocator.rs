@@ -8,44 +8,50 @@
 //! (`xtask/loadgen/PROFILE.md`, "The allocator: jemalloc").
 
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+pub(crate) use jemalloc::start;
 
-/// How often the gauges are read.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
-const EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+mod jemalloc {
+    use std::time::Duration;
 
-/// Turns on jemalloc's background thread, which returns decayed pages to the system without an
-/// allocating thread having to, and spawns a task on `runtime` that publishes
-/// [`ourios_node::metrics::MEMORY_ALLOCATED`] and [`ourios_node::metrics::MEMORY_RESIDENT`]
-/// every second. A failure is logged and costs only those: the allocator works without them.
-#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
-pub(crate) fn start(runtime: &tokio::runtime::Handle) {
-    if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
-        tracing::warn!(
-            error = %e,
-            "jemalloc's background thread did not start; freed pages return to the system only \
-             as threads allocate"
-        );
-    }
-    runtime.spawn(async {
-        let mut tick = tokio::time::interval(EVERY);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            // The statistics are a snapshot taken when the epoch advances.
-            if tikv_jemalloc_ctl::epoch::advance().is_err() {
-                continue;
-            }
-            if let (Ok(allocated), Ok(resident)) = (
-                tikv_jemalloc_ctl::stats::allocated::read(),
-                tikv_jemalloc_ctl::stats::resident::read(),
-            ) {
-                metrics::gauge!(ourios_node::metrics::MEMORY_ALLOCATED).set(allocated as f64);
-                metrics::gauge!(ourios_node::metrics::MEMORY_RESIDENT).set(resident as f64);
-            }
+    #[global_allocator]
+    static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+    /// How often the gauges are read.
+    const EVERY: Duration = Duration::from_secs(1);
+
+    /// Turns on jemalloc's background thread, which returns decayed pages to the system
+    /// without an allocating thread having to, and spawns a task on `runtime` that publishes
+    /// [`ourios_node::metrics::MEMORY_ALLOCATED`] and [`ourios_node::metrics::MEMORY_RESIDENT`]
+    /// every second. A failure is logged and costs only those: the allocator works without
+    /// them.
+    pub(crate) fn start(runtime: &tokio::runtime::Handle) {
+        if let Err(e) = tikv_jemalloc_ctl::background_thread::write(true) {
+            tracing::warn!(
+                error = %e,
+                "jemalloc's background thread did not start; freed pages return to the system \
+                 only as threads allocate"
+            );
         }
-    });
+        runtime.spawn(async {
+            let mut tick = tokio::time::interval(EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                // The statistics are a snapshot taken when the epoch advances.
+                if tikv_jemalloc_ctl::epoch::advance().is_err() {
+                    continue;
+                }
+                if let (Ok(allocated), Ok(resident)) = (
+                    tikv_jemalloc_ctl::stats::allocated::read(),
+                    tikv_jemalloc_ctl::stats::resident::read(),
+                ) {
+                    metrics::gauge!(ourios_node::metrics::MEMORY_ALLOCATED).set(allocated as f64);
+                    metrics::gauge!(ourios_node::metrics::MEMORY_RESIDENT).set(resident as f64);
+                }
+            }
+        });
+    }
 }
 
 /// Without the `jemalloc` feature, or where jemalloc does not build, the system allocator
