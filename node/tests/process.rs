@@ -63,14 +63,15 @@ fn ready_file_and_json_log_are_machine_readable() {
 /// Proves the binary reports its allocator's memory, the figures an operator watches against
 /// the host's limit: once the node has taken a request, `/metrics` carries
 /// `ourios_memory_allocated_bytes` and `ourios_memory_resident_bytes`, the allocations are
-/// nonzero, and what the allocator keeps resident holds at least them. Without the gauges' task neither name is exported and the wait below fails.
+/// nonzero, and what the allocator keeps resident holds at least them. Without the gauges'
+/// task neither name is exported and the wait below fails.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[test]
 fn the_binary_reports_its_allocators_memory() {
     let dir = tempfile::tempdir().unwrap();
     let node = proc::NodeProc::start(dir.path(), &[]);
     send_one_record(node.addr);
-    // The gauges are read every second; wait for a reading after the request.
+    // The gauges are read every second from the start; wait for a first reading.
     let deadline = std::time::Instant::now() + GUARD;
     let (allocated, resident) = loop {
         let allocated = node.metric("ourios_memory_allocated_bytes", &[]);
