@@ -17,8 +17,8 @@ use crate::tokens::LineView;
 /// One cluster: its current template and how often it has changed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Cluster {
-    /// Stored in snapshots as its rendering, which [`Template::parse`] reads back exactly.
-    #[serde(with = "rendered")]
+    /// Stored in snapshots slot by slot ([`Template::to_slots`]), which reads back exactly.
+    #[serde(with = "slots")]
     pub(crate) template: Template,
     /// 1 at creation, +1 per widening.
     pub(crate) version: u32,
@@ -235,20 +235,20 @@ impl State {
     }
 }
 
-/// Serde for a template as its rendered string: compact, readable in a snapshot dump, and the
-/// same form audit events carry, so the snapshot commits to no private layout.
-mod rendered {
+/// Serde for a template as its slots: each separator and token as its own string (`null` for a
+/// wildcard), readable in a snapshot dump, tokens in the form audit events show them.
+mod slots {
     use serde::de::Error as _;
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     use crate::template::Template;
 
     pub(super) fn serialize<S: Serializer>(t: &Template, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(t)
+        t.to_slots().serialize(s)
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Template, D::Error> {
-        let text = String::deserialize(d)?;
-        Template::parse(&text).map_err(D::Error::custom)
+        let slots = Vec::<Option<String>>::deserialize(d)?;
+        Template::from_slots(slots).map_err(D::Error::custom)
     }
 }

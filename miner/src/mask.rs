@@ -93,9 +93,10 @@ impl Piece {
     }
 }
 
-/// Characters that separate values inside a token (`key=value`, `a,b`, `[x]`). `:` is handled
-/// separately, after a run failed to classify whole, so times and IPv6 addresses stay intact.
-const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"'";
+/// Characters that separate values inside a token (`key=value`, `a,b`, `[x]`, and the spaces of
+/// a quoted string, which the tokenizer keeps whole: `"took 12ms"`). `:` is handled separately,
+/// after a run failed to classify whole, so times and IPv6 addresses stay intact.
+const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"' \t";
 
 /// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
 ///
@@ -560,9 +561,10 @@ mod tests {
         }
     }
 
-    /// Proves masking inside tokens: key=value, host:port, units, brackets, trailing dots.
+    /// Proves masking inside tokens: key=value, host:port, units, brackets, trailing dots, and
+    /// the words of a quoted string.
     /// Reasoned mutation (not run as a mutant): remove the `split on ':'` branch of `mask_run` and
-    /// the host:port row fails.
+    /// the host:port row fails; drop the space from `DELIMITERS` and the quoted rows fail.
     #[test]
     fn mask_token_pieces_inside_tokens() {
         let cases = [
@@ -581,6 +583,11 @@ mod tests {
             ("\"GET", "\"GET"),
             ("v2", "v2"),
             ("naïve=3", "naïve=<NUM>"),
+            (
+                "msg=\"took 12ms from 10.0.0.1\"",
+                "msg=\"took <NUM>ms from <IPV4>\"",
+            ),
+            ("\"at\t10:00:00 ok\"", "\"at\t<TS> ok\""),
         ];
         for (token, want) in cases {
             assert_eq!(masked(token), want, "{token:?}");

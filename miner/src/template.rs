@@ -2,14 +2,18 @@
 //!
 //! A template has the shape of a tokenized line: `n` token slots and `n + 1` separator slots.
 //! A token slot is literal text, a masked token (literal pieces and typed holes such as
-//! `user=<NUM>`), or the wildcard `<*>`; a separator slot is a literal whitespace run or the
+//! `user=<NUM>`), or the wildcard `<*>`; a separator slot is a literal run of separator
+//! characters (whitespace, `,`, a `:` after a quoted string: [`crate::tokens`]) or the
 //! separator wildcard `<_>`. Every hole and wildcard is one parameter, in slot order, so
 //! [`Template::reconstruct`] gives back the original line byte for byte.
 //!
-//! The rendered form (`Display`) is what audit events carry and it parses back
-//! ([`Template::parse`]) into the same template: a literal `\` or `<` is escaped with `\`.
+//! The rendered form (`Display`) is what audit events carry: a literal `\` or `<` is escaped with
+//! `\`, everything else is written as it is. It parses back ([`Template::parse`]) into a template
+//! that takes the same parameters and rebuilds the same lines from them; its slots can differ
+//! from the miner's, since a rendering does not mark where a separator of `,` or `:` meets a token
+//! ([`crate::tokens`]). A snapshot stores templates slot by slot ([`Template::to_slots`]) instead.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 use std::str::FromStr;
 
 use thiserror::Error;
@@ -216,7 +220,10 @@ impl Template {
         Ok(out)
     }
 
-    /// Parses a rendered template (the form audit events carry) back into a template.
+    /// Parses a rendered template (the form audit events carry) back into a template that takes
+    /// the same parameters and rebuilds the same lines from them (see the module's notes: its
+    /// slots can differ from the miner's). Every rendering this crate has written parses,
+    /// including those of builds that split tokens at whitespace alone.
     ///
     /// # Errors
     /// [`TemplateParseError`] when `s` is not the rendering of any template.
@@ -362,6 +369,62 @@ impl Template {
         out
     }
 
+    /// The template slot by slot, as a snapshot stores it: separators and tokens alternating,
+    /// first and last a separator; `None` for a wildcard, a literal separator as its text, a
+    /// token as its rendering. Unlike the rendering of the whole template, this says where each
+    /// slot ends, which a separator of `,` or `:` beside a token does not.
+    pub(crate) fn to_slots(&self) -> Vec<Option<String>> {
+        let mut out = Vec::with_capacity(self.seps.len() + self.tokens.len());
+        for (i, sep) in self.seps.iter().enumerate() {
+            out.push(match sep {
+                SepSlot::Any => None,
+                SepSlot::Lit(s) => Some(s.clone()),
+            });
+            let Some(tok) = self.tokens.get(i) else {
+                break;
+            };
+            out.push(match tok {
+                TokenSlot::Any => None,
+                tok => {
+                    let mut text = String::new();
+                    // Writing to a `String` cannot fail.
+                    let _ = render_token(&mut text, tok);
+                    Some(text)
+                }
+            });
+        }
+        out
+    }
+
+    /// Reads back what [`Template::to_slots`] wrote.
+    ///
+    /// # Errors
+    /// A description of the first slot that is not what `to_slots` writes (an even count, a
+    /// token that does not parse, or a template [`Template::check`] refuses).
+    pub(crate) fn from_slots(slots: Vec<Option<String>>) -> Result<Template, String> {
+        if slots.len().is_multiple_of(2) {
+            return Err(format!(
+                "a template has an odd number of slots, not {}",
+                slots.len()
+            ));
+        }
+        let mut seps = Vec::with_capacity(slots.len() / 2 + 1);
+        let mut tokens = Vec::with_capacity(slots.len() / 2);
+        for (i, slot) in slots.into_iter().enumerate() {
+            if i % 2 == 0 {
+                seps.push(slot.map_or(SepSlot::Any, SepSlot::Lit));
+            } else {
+                tokens.push(match slot {
+                    None => TokenSlot::Any,
+                    Some(text) => parse_token(&text)?,
+                });
+            }
+        }
+        let template = Template::new(seps, tokens);
+        template.check()?;
+        Ok(template)
+    }
+
     /// Checks the structural invariants a decoded snapshot must hold before it is trusted.
     pub(crate) fn check(&self) -> Result<(), String> {
         if self.seps.len() != self.tokens.len() + 1 {
@@ -374,7 +437,7 @@ impl Template {
         for slot in &self.tokens {
             let ok = match slot {
                 TokenSlot::Any => true,
-                TokenSlot::Text(s) => !s.is_empty() && !s.contains(char::is_whitespace),
+                TokenSlot::Text(s) => !s.is_empty(),
                 TokenSlot::Masked(p) => p.iter().any(|p| matches!(p, TPiece::Hole(_))),
             };
             if !ok {
@@ -419,7 +482,7 @@ impl Template {
     }
 }
 
-fn push_escaped(out: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
+fn push_escaped(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
     for c in s.chars() {
         if c == '\\' || c == '<' {
             out.write_char('\\')?;
@@ -439,20 +502,26 @@ impl fmt::Display for Template {
             let Some(tok) = self.tokens.get(i) else {
                 break;
             };
-            match tok {
-                TokenSlot::Any => f.write_str(TOKEN_WILDCARD)?,
-                TokenSlot::Text(s) => push_escaped(f, s)?,
-                TokenSlot::Masked(pieces) => {
-                    for p in pieces {
-                        match p {
-                            TPiece::Lit(s) => push_escaped(f, s)?,
-                            TPiece::Hole(kind) => f.write_str(kind.placeholder())?,
-                        }
-                    }
-                }
-            }
+            render_token(f, tok)?;
         }
         Ok(())
+    }
+}
+
+/// Writes one token slot as a rendering shows it.
+fn render_token(out: &mut impl fmt::Write, tok: &TokenSlot) -> fmt::Result {
+    match tok {
+        TokenSlot::Any => out.write_str(TOKEN_WILDCARD),
+        TokenSlot::Text(s) => push_escaped(out, s),
+        TokenSlot::Masked(pieces) => {
+            for p in pieces {
+                match p {
+                    TPiece::Lit(s) => push_escaped(out, s)?,
+                    TPiece::Hole(kind) => out.write_str(kind.placeholder())?,
+                }
+            }
+            Ok(())
+        }
     }
 }
 
@@ -495,14 +564,6 @@ pub enum TemplateParseError {
         /// The input.
         template: String,
     },
-    /// `<*>` shares its token with other text.
-    #[error("token wildcard is not a whole token at byte {offset} of {template:?}")]
-    PartialWildcard {
-        /// Byte offset of the token.
-        offset: usize,
-        /// The input.
-        template: String,
-    },
     /// A separator slot that mixes whitespace and `<_>`, or holds `<_>` twice.
     #[error("separator mixes whitespace and <_> at byte {offset} of {template:?}")]
     MixedSeparator {
@@ -539,12 +600,13 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
             i = end;
             continue;
         }
-        // A token: up to whitespace, `<_>` or the end.
-        let start = i;
+        // A token: up to whitespace, `<_>` or the end. A `<*>` is a token of its own even with
+        // text beside it: the miner's separators include `,` and `:`, which a rendering does not
+        // mark, so `<*>,<*>` is two wildcards and a `,` (read here as a token between empty
+        // separators, which reconstructs the same bytes).
+        let mut start = i;
         let mut pieces: Vec<TPiece> = Vec::new();
         let mut lit = String::new();
-        let mut whole_wildcard = false;
-        let mut other_content = false;
         while i < s.len() {
             let rest = &s[i..];
             let c = rest.chars().next().unwrap_or_default();
@@ -556,7 +618,6 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                 match escaped {
                     Some(e) if !e.is_whitespace() => {
                         lit.push(e);
-                        other_content = true;
                         i += 1 + e.len_utf8();
                     }
                     _ => {
@@ -570,11 +631,12 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
             }
             if c == '<' {
                 if rest.starts_with(TOKEN_WILDCARD) {
-                    if whole_wildcard {
-                        other_content = true;
+                    if let Some(slot) = token_slot(&mut pieces, &mut lit) {
+                        units.push((start, Unit::Token(slot)));
                     }
-                    whole_wildcard = true;
+                    units.push((i, Unit::Token(TokenSlot::Any)));
                     i += TOKEN_WILDCARD.len();
+                    start = i;
                     continue;
                 }
                 let kind = rest[1..]
@@ -590,31 +652,15 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                     pieces.push(TPiece::Lit(std::mem::take(&mut lit)));
                 }
                 pieces.push(TPiece::Hole(kind));
-                other_content = true;
                 i += kind.placeholder().len();
                 continue;
             }
             lit.push(c);
-            other_content = true;
             i += c.len_utf8();
         }
-        let slot = if whole_wildcard {
-            if other_content {
-                return Err(TemplateParseError::PartialWildcard {
-                    offset: start,
-                    template: err_template(),
-                });
-            }
-            TokenSlot::Any
-        } else if pieces.is_empty() {
-            TokenSlot::Text(lit)
-        } else {
-            if !lit.is_empty() {
-                pieces.push(TPiece::Lit(lit));
-            }
-            TokenSlot::Masked(pieces)
-        };
-        units.push((start, Unit::Token(slot)));
+        if let Some(slot) = token_slot(&mut pieces, &mut lit) {
+            units.push((start, Unit::Token(slot)));
+        }
     }
 
     // Assemble: sep? (token sep?)*, where a missing separator is the empty literal (only
@@ -641,6 +687,51 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
     }
     seps.push(pending_sep.unwrap_or(SepSlot::Lit(String::new())));
     Ok(Template::new(seps, tokens))
+}
+
+/// Parses one token's rendering alone ([`Template::to_slots`]): escapes, typed holes and any
+/// other character as literal text, spaces included.
+fn parse_token(s: &str) -> Result<TokenSlot, String> {
+    let mut pieces: Vec<TPiece> = Vec::new();
+    let mut lit = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some((_, e)) => lit.push(e),
+                None => return Err(format!("token {s:?} ends in an escape")),
+            },
+            '<' => {
+                let kind = s[i + 1..]
+                    .find('>')
+                    .and_then(|end| MaskKind::from_placeholder_name(&s[i + 1..i + 1 + end]))
+                    .ok_or_else(|| format!("token {s:?} has an unknown placeholder at byte {i}"))?;
+                if !lit.is_empty() {
+                    pieces.push(TPiece::Lit(std::mem::take(&mut lit)));
+                }
+                pieces.push(TPiece::Hole(kind));
+                // The placeholder is ASCII: skip the rest of it.
+                for _ in 1..kind.placeholder().len() {
+                    chars.next();
+                }
+            }
+            c => lit.push(c),
+        }
+    }
+    token_slot(&mut pieces, &mut lit).ok_or_else(|| "an empty token".to_owned())
+}
+
+/// The token slot of the pieces and trailing literal read so far, emptying both; `None` when
+/// nothing was read.
+fn token_slot(pieces: &mut Vec<TPiece>, lit: &mut String) -> Option<TokenSlot> {
+    if pieces.is_empty() {
+        (!lit.is_empty()).then(|| TokenSlot::Text(std::mem::take(lit)))
+    } else {
+        if !lit.is_empty() {
+            pieces.push(TPiece::Lit(std::mem::take(lit)));
+        }
+        Some(TokenSlot::Masked(std::mem::take(pieces)))
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,16 @@
 //! Tokenizer: a line as `sep_0 tok_1 sep_1 ... tok_n sep_n`, keeping every separator byte.
 //!
-//! Tokens are maximal runs of non-whitespace characters (`char::is_whitespace`, so Unicode
-//! spaces count); separators are the whitespace runs between them, plus the (possibly empty)
-//! leading and trailing runs. There are always `n + 1` separators, inner ones non-empty, and the
-//! concatenation in order is the line, byte for byte. Each token is masked once here
-//! ([`crate::mask`]); the buffers are reused from line to line.
+//! Separators are runs of separator characters; tokens are the maximal runs between them. A
+//! separator character is whitespace (`char::is_whitespace`, so Unicode spaces count), a `,`, or
+//! a `:` right after a quoted string (JSON's `"key":value`) - all outside quoted strings. A quoted
+//! string is a `"` and the next `"` not escaped by a `\`; it belongs to its token whole, spaces
+//! and all, so a value's word count does not change the line's token count: `msg="disk full"` and
+//! `msg="timeout"` are one token each, and `{"level":"info","msg":"disk full"}` is the tokens
+//! `{"level"`, `"info"`, `"msg"` and `"disk full"}`. A `"` with no closing one is ordinary text.
+//!
+//! There are always `n + 1` separators, inner ones non-empty, and the concatenation in order is
+//! the line, byte for byte. Each token is masked once here ([`crate::mask`]); the buffers are
+//! reused from line to line.
 
 use std::ops::Range;
 
@@ -36,10 +42,39 @@ impl Tokens {
         self.toks.clear();
         self.fingerprints.clear();
         self.pieces.clear();
+        let bytes = line.as_bytes();
         let mut sep_start = 0;
         let mut tok_start: Option<usize> = None;
-        for (i, c) in line.char_indices() {
-            match (c.is_whitespace(), tok_start) {
+        // The previous character closed a quoted string, so a `:` here separates.
+        let mut after_quote = false;
+        // A search for a closing quote failed, so every later one fails too (see
+        // `closing_quote`): this keeps a line of unpaired quotes linear.
+        let mut unpaired = false;
+        let mut i = 0;
+        while i < bytes.len() {
+            let (c, len) = match bytes[i] {
+                b if b.is_ascii() => (char::from(b), 1),
+                _ => {
+                    let c = line[i..].chars().next().unwrap_or_default();
+                    (c, c.len_utf8())
+                }
+            };
+            if c == '"' && !unpaired {
+                match closing_quote(bytes, i) {
+                    Some(close) => {
+                        if tok_start.is_none() {
+                            self.seps.push(sep_start..i);
+                            tok_start = Some(i);
+                        }
+                        i = close + 1;
+                        after_quote = true;
+                        continue;
+                    }
+                    None => unpaired = true,
+                }
+            }
+            let separates = c.is_whitespace() || c == ',' || (c == ':' && after_quote);
+            match (separates, tok_start) {
                 (true, Some(start)) => {
                     self.push_token(line, start, i);
                     tok_start = None;
@@ -51,6 +86,8 @@ impl Tokens {
                 }
                 _ => {}
             }
+            after_quote = false;
+            i += len;
         }
         match tok_start {
             Some(start) => {
@@ -84,6 +121,25 @@ impl Tokens {
     pub(crate) fn view<'a>(&'a self, line: &'a str) -> LineView<'a> {
         LineView { line, t: self }
     }
+}
+
+/// The index of the `"` that closes the quoted string opened at `open`: the next `"` not
+/// escaped by a `\` (a `\` escapes the byte after it, so in `\\"` the quote closes).
+///
+/// When none closes the string opened at `open`, none closes a later one either: a later `"`
+/// at `p` was passed over by this search as the second byte of an escape (or it would have closed
+/// the string), so a search from `p` reads the rest in step with this one and finds the same
+/// nothing.
+fn closing_quote(bytes: &[u8], open: usize) -> Option<usize> {
+    let mut j = open + 1;
+    while j < bytes.len() {
+        match bytes[j] {
+            b'\\' => j += 2,
+            b'"' => return Some(j),
+            _ => j += 1,
+        }
+    }
+    None
 }
 
 /// A tokenized line with its text.
@@ -143,6 +199,18 @@ mod tests {
         (seps, toks)
     }
 
+    fn assert_split(line: &str, seps: &[&str], toks: &[&str]) {
+        let (s, t) = split(line);
+        assert_eq!(s, seps, "{line:?}");
+        assert_eq!(t, toks, "{line:?}");
+        let mut joined = s[0].clone();
+        for (tok, sep) in t.iter().zip(&s[1..]) {
+            joined.push_str(tok);
+            joined.push_str(sep);
+        }
+        assert_eq!(joined, line);
+    }
+
     /// Proves the split keeps every separator byte, including leading, trailing and Unicode
     /// whitespace, and an empty or all-blank line.
     /// Reasoned mutation (not run as a mutant): push `line.len()..line.len()` instead of
@@ -158,15 +226,62 @@ mod tests {
             ("x\u{3000}y", &["", "\u{3000}", ""], &["x", "y"]),
         ];
         for (line, seps, toks) in cases {
-            let (s, t) = split(line);
-            assert_eq!(s, seps, "{line:?}");
-            assert_eq!(t, toks, "{line:?}");
-            let mut joined = s[0].clone();
-            for (tok, sep) in t.iter().zip(&s[1..]) {
-                joined.push_str(tok);
-                joined.push_str(sep);
-            }
-            assert_eq!(joined, line);
+            assert_split(line, seps, toks);
+        }
+    }
+
+    /// Proves quoted strings stay whole (spaces, commas, escaped quotes and all), commas
+    /// separate, a `:` separates only right after a quoted string, and an unpaired quote is text.
+    /// Reasoned mutation (not run as a mutant): drop the `closing_quote` branch, or the `,` or
+    /// the `:` rule, and a row fails; always treat a `"` as opening and the unpaired rows fail.
+    #[test]
+    fn quoted_strings_and_json_separators() {
+        let cases: [(&str, &[&str], &[&str]); 9] = [
+            (
+                r#"msg="disk full" code=7"#,
+                &["", " ", ""],
+                &[r#"msg="disk full""#, "code=7"],
+            ),
+            (
+                r#"{"level":"info","msg":"disk full, again"}"#,
+                &["", ":", ",", ":", ""],
+                &[
+                    r#"{"level""#,
+                    r#""info""#,
+                    r#""msg""#,
+                    r#""disk full, again"}"#,
+                ],
+            ),
+            (
+                r#"{"a": 1, "b": [2,3]}"#,
+                &["", ": ", ", ", ": ", ",", ""],
+                &[r#"{"a""#, "1", r#""b""#, "[2", "3]}"],
+            ),
+            (
+                r#""say \"hi there\"" ok"#,
+                &["", " ", ""],
+                &[r#""say \"hi there\"""#, "ok"],
+            ),
+            (r#""a\\" b""#, &["", " ", ""], &[r#""a\\""#, r#"b""#]),
+            (
+                "at 10:00:01, retry",
+                &["", " ", ", ", ""],
+                &["at", "10:00:01", "retry"],
+            ),
+            (
+                r#"he said "no and left"#,
+                &["", " ", " ", " ", " ", ""],
+                &["he", "said", r#""no"#, "and", "left"],
+            ),
+            (
+                r#""a b" "c d"#,
+                &["", " ", " ", ""],
+                &[r#""a b""#, r#""c"#, "d"],
+            ),
+            (r#""k":"v""#, &["", ":", ""], &[r#""k""#, r#""v""#]),
+        ];
+        for (line, seps, toks) in cases {
+            assert_split(line, seps, toks);
         }
     }
 }

@@ -186,15 +186,19 @@ fn snapshot_of_other_tenant_or_config_is_rejected() {
 }
 
 /// Proves a snapshot that passes its checksum but breaks the state's invariants (a leaf naming
-/// a template that does not exist; a template of the wrong length for its subtree; a template
-/// string that is no rendering) is refused rather than trusted into an index panic later.
+/// a template that does not exist; a template of the wrong length for its subtree; a token that
+/// is no rendering; an even number of slots) is refused rather than trusted into an index panic
+/// later.
 /// Reasoned mutation (not run as a mutant): skip `state.check()` in `snapshot::decode` and the
 /// first case restores.
 #[test]
 fn snapshot_inconsistent_state_is_rejected() {
     let bytes = sample_snapshot();
     let payload: serde_json::Value = serde_json::from_slice(&bytes[24..]).expect("json payload");
-    assert_eq!(payload["clusters"][0]["template"], "user <*> logged in");
+    assert_eq!(
+        payload["clusters"][0]["template"],
+        serde_json::json!(["", "user", " ", null, " ", "logged", " ", "in", ""])
+    );
 
     let mut bad_leaf = payload.clone();
     let nodes = bad_leaf["nodes"].as_array_mut().expect("nodes");
@@ -210,7 +214,7 @@ fn snapshot_inconsistent_state_is_rejected() {
     ));
 
     let mut bad_length = payload.clone();
-    bad_length["clusters"][0]["template"] = serde_json::json!("user <*>");
+    bad_length["clusters"][0]["template"] = serde_json::json!(["", "user", " ", null, ""]);
     let sealed = reseal(&bytes, &serde_json::to_vec(&bad_length).expect("encodes"));
     let err = restore(&sealed).map(|_| ()).expect_err("inconsistent");
     assert!(
@@ -218,13 +222,19 @@ fn snapshot_inconsistent_state_is_rejected() {
         "{err}"
     );
 
-    let mut unparsable = payload;
-    unparsable["clusters"][0]["template"] = serde_json::json!("user <FOO> logged in");
-    let sealed = reseal(&bytes, &serde_json::to_vec(&unparsable).expect("encodes"));
-    assert!(matches!(
-        restore(&sealed),
-        Err(SnapshotError::Decode { .. })
-    ));
+    for template in [
+        serde_json::json!(["", "user", " ", null, " ", "<FOO>", " ", "in", ""]),
+        serde_json::json!(["", "user", " ", null, " ", "logged", " ", "in"]),
+        serde_json::json!(["", "user", " ", "", " ", "logged", " ", "in", ""]),
+    ] {
+        let mut unparsable = payload.clone();
+        unparsable["clusters"][0]["template"] = template.clone();
+        let sealed = reseal(&bytes, &serde_json::to_vec(&unparsable).expect("encodes"));
+        assert!(
+            matches!(restore(&sealed), Err(SnapshotError::Decode { .. })),
+            "{template}"
+        );
+    }
 }
 
 /// Proves `MinerCluster::restore` installs a sound snapshot and, on a damaged one, returns the

@@ -169,20 +169,36 @@ fn word() -> impl Strategy<Value = String> {
         any::<u32>().prop_map(|n| format!("0x{n:x}")),
         any::<u16>().prop_map(|n| format!("{n}ms")),
         "[a-c]{1,2}",
+        Just("\"".to_owned()),
+        Just("\"a b\"".to_owned()),
+        Just("\"x\\\"y".to_owned()),
+        Just("k:".to_owned()),
+        Just("a,b".to_owned()),
+        Just("\"<*> <_>\"".to_owned()),
+        any::<u16>().prop_map(|n| format!("\"took {n}ms\"")),
     ]
 }
 
 fn sep() -> impl Strategy<Value = &'static str> {
-    prop_oneof![6 => Just(" "), 1 => Just("  "), 1 => Just("\t"), 1 => Just(" \u{3000}")]
+    prop_oneof![
+        6 => Just(" "),
+        1 => Just("  "),
+        1 => Just("\t"),
+        1 => Just(" \u{3000}"),
+        1 => Just(","),
+        1 => Just(", "),
+        1 => Just(":"),
+    ]
 }
 
 /// A line of a few fixed shapes with varying words and separators: many merges and widenings.
 fn shaped_line() -> impl Strategy<Value = String> {
-    (0usize..5, prop::collection::vec(word(), 3), sep()).prop_map(|(shape, w, s)| match shape {
+    (0usize..6, prop::collection::vec(word(), 3), sep()).prop_map(|(shape, w, s)| match shape {
         0 => format!("user{s}{}{s}logged in from {}", w[0], w[1]),
         1 => format!("GET /api/{} took {}{s}ms", w[0], w[1]),
         2 => format!("{}  connection {} closed", w[0], w[1]),
         3 => format!("\tworker {} {} {}", w[0], w[1], w[2]),
+        4 => format!(r#"{{"user":"{}","n":{},"msg":"{}"}}"#, w[0], w[1], w[2]),
         _ => format!("job {} state={} ", w[0], w[1]),
     })
 }
