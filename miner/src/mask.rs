@@ -98,6 +98,18 @@ impl Piece {
 /// after a run failed to classify whole, so times and IPv6 addresses stay intact.
 const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"' \t";
 
+/// [`DELIMITERS`] as a table indexed by byte: masking asks for every byte of a token, and a
+/// slice's `contains` is a `memchr` call each time.
+const IS_DELIMITER: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut i = 0;
+    while i < DELIMITERS.len() {
+        table[DELIMITERS[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 /// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
 ///
 /// On `false` nothing is appended: the token is plain literal text. Pieces cover the token
@@ -120,7 +132,7 @@ pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
     } else {
         let mut run_start = 0;
         for (i, b) in bytes.iter().enumerate() {
-            if DELIMITERS.contains(b) {
+            if IS_DELIMITER[usize::from(*b)] {
                 mask_run(token, run_start, i, &mut builder);
                 builder.literal(i, i + 1);
                 run_start = i + 1;
@@ -156,7 +168,7 @@ fn mask_run(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
         b.literal(start + hole_len, end);
         return;
     }
-    if run.contains(':') {
+    if run.bytes().any(|c| c == b':') {
         let mut sub_start = start;
         for (i, c) in run.bytes().enumerate() {
             if c == b':' {
@@ -229,6 +241,14 @@ fn classify_with_unit(s: &str) -> Option<(MaskKind, usize)> {
     if is_uuid(b) {
         return Some((MaskKind::Uuid, b.len()));
     }
+    if !b.iter().any(u8::is_ascii_digit) {
+        // Most runs are words. Without a digit only a UUID of hex letters, an IPv6 address of
+        // them (`fe::ab`) or a path can be a class; the others all need a digit.
+        if b.contains(&b':') && is_ipv6(s) {
+            return Some((MaskKind::Ipv6, b.len()));
+        }
+        return is_path(b).then_some((MaskKind::Path, b.len()));
+    }
     if is_ipv4(s) {
         return Some((MaskKind::Ipv4, b.len()));
     }
@@ -265,6 +285,14 @@ fn is_uuid(b: &[u8]) -> bool {
 }
 
 fn is_ipv4(s: &str) -> bool {
+    // Only digits, dots and a `/` can be one: most runs are turned away here, before a search
+    // for the `/` and the standard library's parser.
+    if !s
+        .bytes()
+        .all(|c| c.is_ascii_digit() || c == b'.' || c == b'/')
+    {
+        return false;
+    }
     let (addr, prefix) = match s.split_once('/') {
         Some((a, p)) => (a, Some(p)),
         None => (s, None),
@@ -324,20 +352,18 @@ fn is_path(b: &[u8]) -> bool {
     if b.starts_with(b"./") || b.starts_with(b"../") || b.starts_with(b"~/") {
         return true;
     }
-    // URL: scheme "://" rest, scheme = letter (letter | digit | + - .)*
-    if let Some(pos) = find(b, b"://") {
+    // URL: scheme "://" rest, scheme = letter (letter | digit | + - .)*. A scheme holds no `:`,
+    // so the first `:` is where its `://` must start.
+    if let Some(pos) = b.iter().position(|&c| c == b':') {
         let scheme = &b[..pos];
-        return pos + 3 < b.len()
+        return b[pos..].starts_with(b"://")
+            && pos + 3 < b.len()
             && scheme.first().is_some_and(u8::is_ascii_alphabetic)
             && scheme
                 .iter()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'-' | b'.'));
     }
     false
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// A cursor over the bytes of a candidate timestamp.
@@ -526,6 +552,8 @@ mod tests {
             ("../x", MaskKind::Path),
             ("~/.config", MaskKind::Path),
             ("https://example.com/a?b=1", MaskKind::Path),
+            ("fe::ab", MaskKind::Ipv6),
+            ("deadbeef-dead-beef-dead-beefdeadbeef", MaskKind::Uuid),
         ];
         for (value, kind) in cases {
             assert_eq!(classify(value), Some(kind), "{value:?}");
@@ -556,6 +584,8 @@ mod tests {
             "ftp:/x",
             "123e4567-e89b-12d3-a456-42661417400",
             "x://",
+            "a:b://c",
+            "deadbeef",
         ] {
             assert_eq!(classify(value), None, "{value:?}");
         }
