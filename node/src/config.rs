@@ -69,6 +69,10 @@ pub struct ServeArgs {
     /// Bound of the encode queue, in batches: a full queue blocks ingest [default: 64].
     #[arg(long, env = "OURIOS_ENCODE_QUEUE")]
     pub encode_queue: Option<usize>,
+    /// Bound of the encode queue in the estimated bytes of its records (queued or being
+    /// appended): a batch that does not fit waits [default: 33554432].
+    #[arg(long, env = "OURIOS_ENCODE_QUEUE_BYTES")]
+    pub encode_queue_bytes: Option<usize>,
     /// A partition is detached for publishing when it reaches this many bytes [default: 8388608].
     #[arg(long, env = "OURIOS_PARTITION_TARGET_BYTES")]
     pub partition_target_bytes: Option<usize>,
@@ -161,6 +165,8 @@ pub struct Config {
     pub encode_workers: usize,
     /// Encode queue bound.
     pub encode_queue: usize,
+    /// Encode queue bound, in estimated bytes.
+    pub encode_queue_bytes: usize,
     /// Partition size trigger.
     pub partition_target_bytes: usize,
     /// Buffer ceiling.
@@ -288,6 +294,10 @@ impl Config {
             ),
             encode_workers: args.encode_workers.or(file.encode_workers).unwrap_or(1),
             encode_queue: args.encode_queue.or(file.encode_queue).unwrap_or(64),
+            encode_queue_bytes: args
+                .encode_queue_bytes
+                .or(file.encode_queue_bytes)
+                .unwrap_or(32 << 20),
             partition_target_bytes: args
                 .partition_target_bytes
                 .or(file.partition_target_bytes)
@@ -348,6 +358,9 @@ impl Config {
         }
         if self.encode_queue == 0 {
             return bad("encode_queue", &0, "must be at least 1");
+        }
+        if self.encode_queue_bytes == 0 {
+            return bad("encode_queue_bytes", &0, "must be at least 1");
         }
         if self.max_body_bytes == 0 {
             return bad("max_body_bytes", &0, "must be at least 1");

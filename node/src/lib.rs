@@ -215,6 +215,7 @@ impl Node {
             pool::EncodePool::start(
                 config.encode_workers,
                 config.encode_queue,
+                config.encode_queue_bytes,
                 records.clone(),
                 coordinator.clone(),
             )

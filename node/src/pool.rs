@@ -1,7 +1,10 @@
 //! `EncodePool` (RFC 0054 §9.5): encode workers behind a bounded `sync_channel`, and a
 //! supervisor that holds the receiver.
 //!
-//! - A full channel blocks `submit` (ingest): that bound caps in-flight memory.
+//! - A full channel blocks `submit` (ingest), and so does a batch whose records' estimated
+//!   bytes do not fit beside those queued and being appended (a `ByteBudget`, the publisher
+//!   queue's, whose permit travels with the batch): the two bounds cap
+//!   the memory between the miners and the record buffers, in batches and in bytes.
 //! - A worker's unappended remainder lives in a `RecoverableBatch` held in a `Guarded` with the
 //!   batch's `BatchGuard`, so an unwind requeues the remainder (via `buffer_only`) *before* the
 //!   guard reports its epoch and decrements: quiesce never reads the pool idle across a panic.
@@ -19,7 +22,7 @@ use std::sync::mpsc::{Receiver, SyncSender, TrySendError, channel, sync_channel}
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use ourios_barrier::{BatchGuard, Guarded};
+use ourios_barrier::{BatchGuard, BudgetPermit, ByteBudget, Guarded};
 use ourios_publisher::PublishCoordinator;
 use ourios_recoverable::{RecoverableBatch, RequeueCause, RequeueTarget, Settlement, lock};
 use ourios_sinks::{AppendOutcome, LogRecord, SharedParquetSink};
@@ -31,6 +34,9 @@ use crate::metrics;
 pub(crate) struct EncodeBatch {
     records: Vec<LogRecord>,
     guard: BatchGuard,
+    /// The records' share of the queue's bytes ([`EncodePool::start`]'s `bound_bytes`), given
+    /// back when the batch is appended or dropped any other way (requeued, drained, unwound).
+    share: BudgetPermit,
 }
 
 /// Requeues a worker's unappended records into the record buffer (no trigger, no publish).
@@ -63,13 +69,17 @@ pub(crate) struct EncodePool {
     tx: Arc<Mutex<Option<SyncSender<EncodeBatch>>>>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
     records: SharedParquetSink,
+    /// The queue's bound in bytes; a batch larger than it goes alone.
+    queued: ByteBudget,
 }
 
 impl EncodePool {
-    /// Starts `workers` workers behind a queue of `bound` batches.
+    /// Starts `workers` workers behind a queue of `bound` batches and `bound_bytes` estimated
+    /// bytes of records.
     pub(crate) fn start(
         workers: usize,
         bound: usize,
+        bound_bytes: usize,
         records: SharedParquetSink,
         coordinator: PublishCoordinator,
     ) -> Self {
@@ -106,22 +116,34 @@ impl EncodePool {
             tx,
             supervisor: Mutex::new(supervisor),
             records,
+            queued: ByteBudget::new(bound_bytes),
         }
     }
 
-    /// Hands a mined batch to a worker. Blocks while the queue is full (counted on
-    /// `ourios.ingest.encode_queue_full`); on an async worker of a multi-thread runtime the wait
-    /// first hands the worker's other tasks to another thread (`block_in_place`), so a full
-    /// queue never stalls the runtime. On a disconnected pool the records go into the buffers
-    /// through `buffer_only` (published by the next sweep or cut), and the guard ends normally:
-    /// the caller still acknowledges.
+    /// Hands a mined batch to a worker. Blocks while the queue is full, in batches or in bytes
+    /// (counted on `ourios.ingest.encode_queue_full`); on an async worker of a multi-thread
+    /// runtime the wait first hands the worker's other tasks to another thread
+    /// (`block_in_place`), so a full queue never stalls the runtime. On a disconnected pool the
+    /// records go into the buffers through `buffer_only` (published by the next sweep or cut),
+    /// and the guard ends normally: the caller still acknowledges.
     pub(crate) fn submit(&self, records: Vec<LogRecord>, guard: BatchGuard) {
+        // Room in bytes first, holding no sender while it waits: the supervisor's end waits for
+        // every sender, and frees the bytes of what it drains.
+        let bytes = records.iter().map(LogRecord::estimated_bytes).sum();
+        let share = self.queued.try_acquire(bytes).unwrap_or_else(|| {
+            ::metrics::counter!(metrics::INGEST_ENCODE_QUEUE_FULL).increment(1);
+            may_block(|| self.queued.acquire(bytes))
+        });
         let tx = if disconnected_by_failpoint() {
             None
         } else {
             lock(&self.tx).clone()
         };
-        let batch = EncodeBatch { records, guard };
+        let batch = EncodeBatch {
+            records,
+            guard,
+            share,
+        };
         let batch = match tx {
             Some(tx) => match tx.try_send(batch) {
                 Ok(()) => return,
@@ -137,7 +159,7 @@ impl EncodePool {
             None => batch,
         };
         ::metrics::counter!(metrics::INGEST_ENCODE_FALLBACK).increment(1);
-        let EncodeBatch { records, guard } = batch;
+        let EncodeBatch { records, guard, .. } = batch;
         self.records.buffer_only(records);
         drop(guard);
     }
@@ -312,7 +334,12 @@ fn work(ctx: &WorkerCtx) {
             let rx = lock(&ctx.rx);
             rx.recv()
         };
-        let Ok(EncodeBatch { records, guard }) = batch else {
+        let Ok(EncodeBatch {
+            records,
+            guard,
+            share,
+        }) = batch
+        else {
             return;
         };
         let target: Arc<dyn RequeueTarget<LogRecord>> = Arc::new(BufferOnly(ctx.records.clone()));
@@ -329,5 +356,8 @@ fn work(ctx: &WorkerCtx) {
             hand_off(&ctx.records, &ctx.coordinator, record, batch.guard());
         }
         drop(batch);
+        // The batch's bytes are in the record buffers now (or, on an unwind, requeued there and
+        // given back as `share` unwinds with it).
+        drop(share);
     }
 }
