@@ -663,8 +663,8 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
         }
     }
 
-    // Assemble: sep? (token sep?)*, where a missing separator is the empty literal (only
-    // possible at the edges, since tokens are maximal).
+    // Assemble: sep? (token sep?)*, where a missing separator is the empty literal: at the
+    // edges, and beside a `<*>` that shares its whitespace-delimited run with text.
     let mut seps = Vec::new();
     let mut tokens = Vec::new();
     let mut pending_sep: Option<SepSlot> = None;
