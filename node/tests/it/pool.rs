@@ -398,64 +398,9 @@ async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_g
 /// fires.
 #[test]
 fn a_full_encode_queue_does_not_stall_the_async_workers() {
-    use std::sync::Arc;
-    use std::time::Duration;
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let _scenario = fail::FailScenario::setup();
-    let gate = FailGate::hold_at("node::worker::encode", 0);
-    let (done, finished) = std::sync::mpsc::channel::<()>();
-    let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let watchdog = {
-        let (gate, stalled) = (Arc::clone(&gate), Arc::clone(&stalled));
-        std::thread::spawn(move || {
-            if finished.recv_timeout(Duration::from_secs(60)).is_err() {
-                // SeqCst: a flag read by the test's loop; nothing else depends on it.
-                stalled.store(true, std::sync::atomic::Ordering::SeqCst);
-                gate.release();
-            }
-        })
-    };
-    runtime.block_on(async {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FaultyStore::new();
-        let node = Arc::new(start(config(dir.path(), |a| a.encode_queue = Some(1)), &store).await);
-        let full = metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await;
-        let send = |salt: usize| {
-            let node = Arc::clone(&node);
-            let tenant = format!("t{salt}");
-            tokio::spawn(async move { ingest(&node, &tenant, &lines(5, salt)).await })
-        };
-        let mut requests = vec![send(0)];
-        gate.reached().await;
-        requests.extend((1..=4).map(send));
-        while metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await < full + 2.0
-            && !stalled.load(std::sync::atomic::Ordering::SeqCst)
-        {
-            tokio::task::yield_now().await;
-        }
-        // Two requests wait for room in the queue, and the runtime still runs other tasks.
-        tokio::spawn(async {}).await.unwrap();
-        let _ = done.send(());
-        gate.release();
-        let mut want = Vec::new();
-        for r in requests {
-            want.extend(frame_ids(r.await.unwrap(), 5));
-        }
-        cut(&node).await;
-        let stored = ids_in_store(&store).await;
-        for id in &want {
-            assert_eq!(stored.get(id), Some(&1), "{id:?} is in the store once");
-        }
-        Arc::into_inner(node).unwrap().shutdown().await.unwrap();
-    });
-    watchdog.join().unwrap();
+    let stalled = held_encode_worker_scenario(|a| a.encode_queue = Some(1), 4, 2.0);
     assert!(
-        !stalled.load(std::sync::atomic::Ordering::SeqCst),
+        !stalled,
         "the async workers stalled behind a full encode queue"
     );
 }
@@ -471,6 +416,29 @@ fn a_full_encode_queue_does_not_stall_the_async_workers() {
 /// permit of 0 bytes) and the watchdog fires.
 #[test]
 fn the_encode_queue_is_bounded_in_bytes() {
+    let stalled = held_encode_worker_scenario(
+        |a| {
+            a.encode_queue = Some(64);
+            a.encode_queue_bytes = Some(1);
+        },
+        3,
+        1.0,
+    );
+    assert!(!stalled, "no batch waited for room in bytes");
+}
+
+/// What both encode-queue tests run: a node (`tweak`ed) on a runtime of 2 workers whose encode
+/// worker is held at its failpoint with the first request's batch; `more` requests of other
+/// tenants (one tenant's frames are mined one at a time) sent behind it, and a wait until
+/// `ourios.ingest.encode_queue_full` has counted `waits` more. While they wait, a spawned task
+/// still runs; then the worker is released, every request is acknowledged and every record
+/// reaches the store, once. Returns whether a watchdog had to release the worker after a minute
+/// because the wait never ended.
+fn held_encode_worker_scenario(
+    tweak: impl FnOnce(&mut ourios_node::ServeArgs),
+    more: usize,
+    waits: f64,
+) -> bool {
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -496,16 +464,7 @@ fn the_encode_queue_is_bounded_in_bytes() {
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
         let store = FaultyStore::new();
-        let node = Arc::new(
-            start(
-                config(dir.path(), |a| {
-                    a.encode_queue = Some(64);
-                    a.encode_queue_bytes = Some(1);
-                }),
-                &store,
-            )
-            .await,
-        );
+        let node = Arc::new(start(config(dir.path(), tweak), &store).await);
         let full = metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await;
         let send = |salt: usize| {
             let node = Arc::clone(&node);
@@ -514,12 +473,14 @@ fn the_encode_queue_is_bounded_in_bytes() {
         };
         let mut requests = vec![send(0)];
         gate.reached().await;
-        requests.extend((1..=3).map(send));
-        while metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await < full + 1.0
+        requests.extend((1..=more).map(send));
+        while metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await < full + waits
             && !stalled.load(std::sync::atomic::Ordering::SeqCst)
         {
             tokio::task::yield_now().await;
         }
+        // Requests wait for room, and the runtime still runs other tasks.
+        tokio::spawn(async {}).await.unwrap();
         let _ = done.send(());
         gate.release();
         let mut want = Vec::new();
@@ -534,8 +495,5 @@ fn the_encode_queue_is_bounded_in_bytes() {
         Arc::into_inner(node).unwrap().shutdown().await.unwrap();
     });
     watchdog.join().unwrap();
-    assert!(
-        !stalled.load(std::sync::atomic::Ordering::SeqCst),
-        "no batch waited for room in bytes"
-    );
+    stalled.load(std::sync::atomic::Ordering::SeqCst)
 }
