@@ -491,8 +491,10 @@ fn read_intents(
 }
 
 /// Each tenant's marks and installed snapshot: `mined_through` from its marks, its miner
-/// restored from the snapshot (a snapshot that does not restore is a cache miss: the tenant's
-/// frames are re-mined). Returns the tenants whose frames below the frontier are re-mined for
+/// restored from the snapshot. A snapshot that does not restore is a cache miss: the frames at
+/// or below its mark are still skipped (the WAL may have dropped them), so the tenant's miner
+/// starts empty, re-mines the frames above the mark and learns its templates again from new
+/// lines; keys are content-addressed, so what is in the store still reads. Returns the tenants whose frames below the frontier are re-mined for
 /// state (held `in_flight` until replay ends, so no cut snapshots a lagging miner).
 fn restore_tenants(
     core: &Arc<Core>,
@@ -529,12 +531,13 @@ fn restore_tenants(
                         .store(marks.snapshot.0, Ordering::Relaxed);
                 }
                 Err(e) => {
-                    // A snapshot is a rebuildable cache; the WAL's marks make this tenant
-                    // replay.
+                    // A snapshot is a rebuildable cache: the miner starts empty instead.
                     tracing::warn!(
                         tenant = tenant.as_str(),
                         error = %crate::server::said(&e),
-                        "snapshot not used; the tenant's frames are re-mined from the WAL"
+                        "snapshot not used; the tenant's miner starts empty and learns its \
+                         templates again (frames at or below the snapshot's mark are not \
+                         re-mined; what is in the store reads as before)"
                     );
                 }
             }
