@@ -493,9 +493,9 @@ fn read_intents(
 /// Each tenant's marks and installed snapshot: `mined_through` from its marks, its miner
 /// restored from the snapshot. A snapshot that does not restore is a cache miss: the frames at
 /// or below its mark are still skipped (the WAL may have dropped them), so the tenant's miner
-/// starts empty, re-mines the frames above the mark and learns its templates again from new
-/// lines; keys are content-addressed, so what is in the store still reads. Returns the tenants whose frames below the frontier are re-mined for
-/// state (held `in_flight` until replay ends, so no cut snapshots a lagging miner).
+/// starts empty and learns its templates again; keys are content-addressed, so the store still
+/// reads. Returns the tenants whose frames below the frontier are re-mined for state (held
+/// `in_flight` until replay ends, so no cut snapshots a lagging miner).
 fn restore_tenants(
     core: &Arc<Core>,
     intent_tenant: &TenantId,
