@@ -178,6 +178,15 @@ impl Node {
         })
         .await?
         .with_context(|| format!("opening the WAL in {}", wal_dir.display()))?;
+        for d in &opened.discarded_snapshots {
+            tracing::warn!(
+                tenant = d.tenant.as_str(),
+                path = %d.path.display(),
+                reason = d.reason.as_str(),
+                "snapshot not used; the tenant's miner starts empty and learns its templates \
+                 again (what is in the store reads as before)"
+            );
+        }
         let wal = Arc::new(wal);
         let commit_thread = ourios_wal::CommitThread::start(Arc::clone(&wal))
             .context("starting the WAL's commit thread")?;
