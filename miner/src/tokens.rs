@@ -268,7 +268,8 @@ mod tests {
         /// Proves passing a token's ordinary bytes at once splits every line as reading it byte
         /// by byte does: same separators, tokens, masked pieces and fingerprints, over lines of
         /// quotes, escapes, commas, colons, Unicode spaces and multi-byte text.
-        /// Mutation check (tried by hand): let `IN_TOKEN` hold `:` and `"k":"v"`-like lines fail.
+        /// Mutation check (tried by hand): let `IN_TOKEN` hold `:` and this fails, shrinking to
+        /// the line `"":`.
         #[test]
         fn skipping_ordinary_bytes_splits_as_byte_by_byte(
             line in "[a1: ,\"\\\\\t=/.{}é\u{3000}\u{85}]{0,60}"
