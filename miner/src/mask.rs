@@ -764,9 +764,9 @@ mod tests {
         /// address needs) never change a class: it agrees with the model that runs every test
         /// on every run, over runs made of the bytes the classes are made of and over real
         /// addresses.
-        /// Mutation check (cargo-mutants, run by hand: `cargo mutants -p ourios-miner --file
-        /// miner/src/mask.rs --re 'is_ipv6|is_hex|shape|classify_with_unit' -- --lib`): 43 of
-        /// 56 caught, 2 unviable; the 11 missed only weaken a shortcut (`^` for `|` between
+        /// Mutation check (cargo-mutants): run by hand as `cargo mutants -p ourios-miner --file
+        /// miner/src/mask.rs --re 'is_ipv6|is_hex|shape|classify_with_unit' -- --lib`, 43 of 56
+        /// caught, 2 unviable; the 11 missed only weaken a shortcut (`^` for `|` between
         /// disjoint bits, a gate that lets more runs through to the full test), which changes no
         /// class.
         #[test]
