@@ -7,6 +7,10 @@
 //! gives them back when dropped, whatever drops it: the consumer taking the item, an unwind, a
 //! queue drained on its way out. An item larger than the whole limit is admitted alone (when
 //! nothing else is held), so no size blocks forever.
+//!
+//! A budget made by [`ByteBudget::observed`] reports its held bytes, under its lock, each time
+//! they change: a gauge set from there is never left stale by a permit given back elsewhere
+//! (an unwind, a drained queue) or by two changes racing to set it.
 
 use crate::sync::{Arc, Condvar, Mutex, MutexGuard, lock, wait};
 
@@ -23,16 +27,32 @@ struct Inner {
     held: Mutex<usize>,
     /// Notified whenever a permit gives bytes back.
     freed: Condvar,
+    /// Told the held bytes after each change, under `held`'s lock.
+    observe: Option<fn(usize)>,
 }
 
 impl ByteBudget {
     /// A budget of `limit` bytes (0 admits one item at a time).
     pub fn new(limit: usize) -> Self {
+        Self::with_observer(limit, None)
+    }
+
+    /// A budget of `limit` bytes that calls `observe` with the bytes held after every change
+    /// (a grant, a permit given back), under the budget's lock: the calls come in the order of
+    /// the changes, so the last one always names the bytes held now. `observe` runs inside a
+    /// permit's `Drop` and must not panic or touch the budget; setting a gauge is what it is
+    /// for.
+    pub fn observed(limit: usize, observe: fn(usize)) -> Self {
+        Self::with_observer(limit, Some(observe))
+    }
+
+    fn with_observer(limit: usize, observe: Option<fn(usize)>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 limit,
                 held: Mutex::new(0),
                 freed: Condvar::new(),
+                observe,
             }),
         }
     }
@@ -62,10 +82,20 @@ impl ByteBudget {
     /// permit.
     fn grant(&self, mut held: MutexGuard<'_, usize>, bytes: usize) -> BudgetPermit {
         *held += bytes;
+        self.inner.observe_locked(*held);
         drop(held);
         BudgetPermit {
             budget: Arc::clone(&self.inner),
             bytes,
+        }
+    }
+}
+
+impl Inner {
+    /// Tells the observer, if any, the bytes held; called with `held`'s lock taken.
+    fn observe_locked(&self, held: usize) {
+        if let Some(observe) = self.observe {
+            observe(held);
         }
     }
 }
@@ -95,6 +125,7 @@ impl Drop for BudgetPermit {
     fn drop(&mut self) {
         let mut held = lock(&self.budget.held);
         *held = held.saturating_sub(self.bytes);
+        self.budget.observe_locked(*held);
         drop(held);
         // Every waiter re-checks: the bytes given back may admit more than one.
         self.budget.freed.notify_all();

@@ -272,17 +272,30 @@ fn loom_epoch_reset_gate_orders_new_work_after_the_reset() {
     });
 }
 
+/// What the budget model's observer was last told. A std atomic, outside loom's model: loom
+/// runs the model's threads on one OS thread, and the observer is called under the budget's
+/// (modelled) lock, which is what orders the calls. Only that model uses it.
+static BUDGET_OBSERVED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn observe_budget(held: usize) {
+    BUDGET_OBSERVED.store(held, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// The byte budget: the main thread holds the whole limit; two producers wait for 2 and 1
 /// bytes of a limit of 3. When the holder gives its bytes back, both get in (the bytes freed
 /// admit more than one waiter), neither ever sees more than the limit held, and everything is
-/// given back at the end. A lost wakeup is a deadlock loom reports.
+/// given back at the end, where the observer's last word is 0 however the changes raced. A lost
+/// wakeup is a deadlock loom reports.
 /// Reasoned mutation (not run as a mutant): delete the `notify_all` in `BudgetPermit::drop` and
 /// loom reports the producers asleep forever; admit on `held + bytes <= limit` alone (dropping
 /// the "nothing held" clause) and the oversize acquire in `an_item_alone_always_fits` hangs.
+/// Mutation check (tried by hand): in `BudgetPermit::drop`, tell the observer after releasing
+/// the lock and notifying the waiters, and loom finds an interleaving whose last word is stale.
 #[test]
 fn loom_budget_wakes_waiters_and_never_exceeds_its_limit() {
     loom::model(|| {
-        let budget = ByteBudget::new(3);
+        BUDGET_OBSERVED.store(0, std::sync::atomic::Ordering::Relaxed);
+        let budget = ByteBudget::observed(3, observe_budget);
         let full = budget.acquire(3);
         let producers: Vec<_> = [2, 1]
             .into_iter()
@@ -301,5 +314,10 @@ fn loom_budget_wakes_waiters_and_never_exceeds_its_limit() {
             p.join().unwrap();
         }
         assert_eq!(budget.held(), 0);
+        assert_eq!(
+            BUDGET_OBSERVED.load(std::sync::atomic::Ordering::Relaxed),
+            0,
+            "the observer's last word is the bytes held"
+        );
     });
 }
