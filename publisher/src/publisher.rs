@@ -84,7 +84,11 @@ impl PublisherSlot {
     pub(crate) fn new(config: PublisherConfig) -> Self {
         Self {
             config,
-            budget: ByteBudget::new(config.queue_bytes),
+            // The gauge is set under the budget's lock, so a permit given back anywhere (an
+            // unwind, a parked item) leaves it right.
+            budget: ByteBudget::observed(config.queue_bytes, |held| {
+                ::metrics::gauge!(metrics::PUBLISHER_QUEUE_BYTES).set(held as f64);
+            }),
             state: Mutex::new(SlotState::default()),
         }
     }
@@ -176,7 +180,6 @@ impl PublishCoordinator {
             ::metrics::counter!(metrics::PUBLISHER_BUDGET_WAITS).increment(1);
             budget.acquire(bytes)
         });
-        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_BYTES).set(budget.held() as f64);
         let item = Queued { item, permit };
         let (tx, generation) = {
             let state = self.slot();
@@ -285,7 +288,6 @@ fn run(inner: Weak<Inner>, runtime: tokio::runtime::Handle, rx: Receiver<Queued>
             park(item);
             continue;
         };
-        ::metrics::gauge!(metrics::PUBLISHER_QUEUE_BYTES).set(inner.slot.budget.held() as f64);
         let c = PublishCoordinator { inner };
         let result = catch_unwind(AssertUnwindSafe(move || {
             // The item is owned by this closure: an unwind drops it here, so its batch
