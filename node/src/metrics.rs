@@ -18,6 +18,9 @@ pub const INGEST_ENCODE_FALLBACK: &str = "ourios.ingest.encode_fallback";
 /// Counter: mined batches that found the encode queue full and waited for room (the encode
 /// workers are behind the miners; requests wait for them before they are acknowledged).
 pub const INGEST_ENCODE_QUEUE_FULL: &str = "ourios.ingest.encode_queue_full";
+/// Gauge: estimated bytes of the mined records queued for or held by the encode workers (bounded
+/// by `--encode-queue-bytes`; one batch larger than the bound goes alone).
+pub const INGEST_ENCODE_QUEUE_BYTES: &str = "ourios.ingest.encode_queue_bytes";
 /// Histogram: seconds from request arrival to acknowledgement.
 pub const INGEST_ACK_SECONDS: &str = "ourios.ingest.ack_seconds";
 /// Counter: requests that found `max_inflight_bytes` taken and waited for room before decoding.

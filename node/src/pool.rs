@@ -116,7 +116,11 @@ impl EncodePool {
             tx,
             supervisor: Mutex::new(supervisor),
             records,
-            queued: ByteBudget::new(bound_bytes),
+            // Set under the budget's lock: a batch's bytes given back by whichever thread drops
+            // it (a worker, an unwind, the fallback) leave the gauge right.
+            queued: ByteBudget::observed(bound_bytes, |held| {
+                ::metrics::gauge!(metrics::INGEST_ENCODE_QUEUE_BYTES).set(held as f64);
+            }),
         }
     }
 

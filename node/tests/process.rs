@@ -92,6 +92,31 @@ fn the_binary_reports_its_allocators_memory() {
     );
 }
 
+/// Proves the encode queue reports its bytes, the figure an operator reads next to the memory
+/// gauges and `ourios_publisher_queue_bytes` when the node holds more than expected: once a
+/// record has been mined and encoded, `/metrics` carries `ourios_ingest_encode_queue_bytes`,
+/// and it reads 0 once the queue has drained. Without the encode pool's observed budget the
+/// name is never exported and the wait fails.
+#[test]
+fn the_encode_queue_reports_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = proc::NodeProc::start(dir.path(), &[]);
+    send_one_record(node.addr);
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        let queued = node.exported("ourios_ingest_encode_queue_bytes");
+        if queued == Some(0.0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "encode queue gauge {queued:?}, not exported and drained: {}",
+            node.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Sends one OTLP/JSON record to `addr` and checks it is acknowledged.
 fn send_one_record(addr: std::net::SocketAddr) {
     let body = br#"{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"body":{"stringValue":"user 7 logged in"}}]}]}]}"#;

@@ -117,6 +117,15 @@ impl NodeProc {
         assert_eq!(answer.status, 200, "GET /metrics");
         metrics::sum(&answer.text(), name, labels).unwrap_or(0.0)
     }
+
+    /// A metric's value on `GET /metrics` (summed over its samples), or `None` while the node
+    /// exports no sample of it.
+    pub(crate) fn exported(&self, name: &str) -> Option<f64> {
+        let answer = ourios_testkit::http::exchange(self.addr, "GET", "/metrics", &[], b"")
+            .expect("GET /metrics");
+        assert_eq!(answer.status, 200, "GET /metrics");
+        metrics::sum(&answer.text(), name, &[])
+    }
 }
 
 /// One HTTP/1.1 exchange on a fresh connection (the testkit's client): status and body.
