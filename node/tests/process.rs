@@ -104,7 +104,7 @@ fn the_encode_queue_reports_its_bytes() {
     send_one_record(node.addr);
     let deadline = std::time::Instant::now() + GUARD;
     loop {
-        let queued = node.exported("ourios_ingest_encode_queue_bytes");
+        let queued = node.exported("ourios_ingest_encode_queue_bytes", &[]);
         if queued == Some(0.0) {
             break;
         }

@@ -112,19 +112,15 @@ impl NodeProc {
     /// The sum of a metric's samples with these labels on `GET /metrics` (0 when the node
     /// exports none yet).
     pub(crate) fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        let answer = ourios_testkit::http::exchange(self.addr, "GET", "/metrics", &[], b"")
-            .expect("GET /metrics");
-        assert_eq!(answer.status, 200, "GET /metrics");
-        metrics::sum(&answer.text(), name, labels).unwrap_or(0.0)
+        self.exported(name, labels).unwrap_or(0.0)
     }
 
-    /// A metric's value on `GET /metrics` (summed over its samples), or `None` while the node
-    /// exports no sample of it.
-    pub(crate) fn exported(&self, name: &str) -> Option<f64> {
+    /// The same sum, or `None` while the node exports no such sample.
+    pub(crate) fn exported(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
         let answer = ourios_testkit::http::exchange(self.addr, "GET", "/metrics", &[], b"")
             .expect("GET /metrics");
         assert_eq!(answer.status, 200, "GET /metrics");
-        metrics::sum(&answer.text(), name, &[])
+        metrics::sum(&answer.text(), name, labels)
     }
 }
 
