@@ -327,6 +327,9 @@ fn dropping_every_handle_frees_the_coordinator_and_ends_its_thread() {
 /// `ourios.publisher.budget_waits`), the queue never holds more than its bound, and once the
 /// publisher goes on every record is published once. Without the byte bound the worker
 /// returns at once (the queue holds 64 partitions), and memory grows with the publisher's lag.
+///
+/// Mutation check (cargo-mutants): `PublishCoordinator::queued_bytes` replaced with `0` (the
+/// queue reports no bytes while the worker waits for them).
 #[test]
 fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room() {
     let mut rig = Rig::with_configs(
@@ -383,6 +386,11 @@ fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room()
     assert!(
         !worker.is_finished(),
         "the worker went on past a full byte bound"
+    );
+    // The wait means the bound is taken: the partition waiting in the queue holds bytes.
+    assert!(
+        rig.coord.queued_bytes() > 0,
+        "the worker waits for room, yet the queue reports no bytes held"
     );
     assert!(
         rig.coord.queued_bytes() <= largest,
