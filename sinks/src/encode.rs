@@ -20,7 +20,8 @@ use arrow_schema::{ArrowError, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::WriterProperties;
+use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
+use parquet::schema::types::ColumnPath;
 
 use crate::audit::{AuditEvent, AuditKind};
 use crate::types::{LogRecord, RecordId};
@@ -137,16 +138,41 @@ impl EncodeError {
     }
 }
 
+/// Record columns whose values are (nearly) unique per row, written without a dictionary.
+///
+/// A dictionary pays off where values repeat (tenant, severity, template key, attribute keys
+/// and most attribute values); on a column of unique values the writer hashes and compares
+/// every value for nothing until its dictionary page outgrows its limit and it falls back to
+/// plain encoding anyway. The body is the costly one: hundreds of bytes per row, all distinct.
+/// (`params` keeps its dictionary: a template's parameters often repeat, user names, status
+/// codes, hosts.)
+/// (The fixed-size binary columns, ids and keys, are written without one already.)
+pub const PLAIN_COLUMNS: [&str; 5] = [
+    columns::BODY,
+    columns::TIME,
+    columns::OBSERVED_TIME,
+    columns::RECORD_LSN,
+    columns::RECORD_INDEX,
+];
+
+/// The properties record files are written with: ZSTD (default level) or uncompressed, and no
+/// dictionary on [`PLAIN_COLUMNS`].
+pub fn record_writer_properties(zstd: bool) -> WriterProperties {
+    let mut builder = properties_builder(zstd);
+    for column in PLAIN_COLUMNS {
+        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
+    }
+    builder.build()
+}
+
 /// Writer properties: ZSTD (default level) or uncompressed.
-fn properties(zstd: bool) -> WriterProperties {
+fn properties_builder(zstd: bool) -> WriterPropertiesBuilder {
     let compression = if zstd {
         Compression::ZSTD(ZstdLevel::default())
     } else {
         Compression::UNCOMPRESSED
     };
-    WriterProperties::builder()
-        .set_compression(compression)
-        .build()
+    WriterProperties::builder().set_compression(compression)
 }
 
 fn nanos_i64(nanos: u64) -> Option<i64> {
@@ -328,8 +354,10 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
     Ok(batch_of(columns)?)
 }
 
+/// Writes the audit series' batch (dictionaries on every column: its rows are few).
 fn write_parquet(batch: &RecordBatch, zstd: bool) -> Result<Vec<u8>, EncodeError> {
-    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties(zstd)))?;
+    let properties = properties_builder(zstd).build();
+    let mut writer = ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties))?;
     writer.write(batch)?;
     Ok(writer.into_inner()?)
 }
@@ -383,7 +411,8 @@ fn encode_records_in(
         ));
         let mut batches = chunks(records, chunk_bytes);
         let first = record_batch(batches.next().unwrap_or_default())?;
-        let mut writer = ArrowWriter::try_new(Vec::new(), first.schema(), Some(properties(zstd)))?;
+        let properties = record_writer_properties(zstd);
+        let mut writer = ArrowWriter::try_new(Vec::new(), first.schema(), Some(properties))?;
         writer.write(&first)?;
         drop(first);
         for chunk in batches {
@@ -702,6 +731,59 @@ mod tests {
             lsns.extend(col.values().iter().copied());
         }
         (lsns, groups)
+    }
+
+    /// The unique-per-row columns are written without a dictionary, the repeating ones with one;
+    /// every name in `PLAIN_COLUMNS` is a leaf column of the record file (a renamed column
+    /// would otherwise silently get its dictionary back). Read back, the rows are the same.
+    /// Mutation check (by hand): with the loop in `record_writer_properties` emptied, this
+    /// fails on `body` carrying a dictionary.
+    #[test]
+    fn unique_columns_are_written_without_a_dictionary() {
+        let records: Vec<LogRecord> = (1..=200)
+            .map(|i| record(i, format!("request {i} served in {} ms", i * 7)))
+            .collect();
+        let bytes = bytes::Bytes::from(encode_records(&records, true).unwrap());
+        let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+        let group = reader.metadata().row_group(0);
+        let dictionary_of = |name: &str| {
+            let chunk = group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap_or_else(|| panic!("no leaf column `{name}` in the record file"));
+            chunk.dictionary_page_offset().is_some()
+        };
+        for name in PLAIN_COLUMNS {
+            assert!(
+                !dictionary_of(name),
+                "`{name}` was written with a dictionary"
+            );
+        }
+        for name in [
+            columns::TENANT,
+            columns::SEVERITY_TEXT,
+            columns::SEVERITY_NUMBER,
+        ] {
+            assert!(dictionary_of(name), "`{name}` lost its dictionary");
+        }
+        let (lsns, _) = lsns_of(bytes.to_vec());
+        assert_eq!(lsns, (1..=200).collect::<Vec<u64>>());
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).unwrap();
+        let mask =
+            parquet::arrow::ProjectionMask::columns(builder.parquet_schema(), [columns::BODY]);
+        let mut bodies = Vec::new();
+        for batch in builder.with_projection(mask).build().unwrap() {
+            let batch = batch.unwrap();
+            let col = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<StringArray>()
+                .unwrap();
+            bodies.extend(col.iter().map(|b| b.unwrap().to_owned()));
+        }
+        let expected: Vec<String> = records.iter().map(|r| r.body.clone().unwrap()).collect();
+        assert_eq!(bodies, expected, "the bodies read back byte for byte");
     }
 
     /// Chunks cover the records in order, each within the limit unless it is one record.

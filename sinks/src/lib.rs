@@ -49,8 +49,9 @@ pub use audit::{
     TenantAudit, derive_audit_partition,
 };
 pub use encode::{
-    ENCODE_CHUNK_BYTES, EncodeError, audit_columns, audit_schema, columns, encode_audit,
-    encode_records, find_poisoned, record_schema, validate_record,
+    ENCODE_CHUNK_BYTES, EncodeError, PLAIN_COLUMNS, audit_columns, audit_schema, columns,
+    encode_audit, encode_records, find_poisoned, record_schema, record_writer_properties,
+    validate_record,
 };
 pub use local::{DirSync, DurableLocalStore, FsyncDir, LocalFs, StdFs, remove_staging_files};
 pub use read::{
