@@ -140,13 +140,12 @@ impl EncodeError {
 
 /// Record columns whose values are (nearly) unique per row, written without a dictionary.
 ///
-/// A dictionary pays off where values repeat (tenant, severity, template key, attribute keys
-/// and most attribute values); on a column of unique values the writer hashes and compares
-/// every value for nothing until its dictionary page outgrows its limit and it falls back to
-/// plain encoding anyway. The body is the costly one: hundreds of bytes per row, all distinct.
-/// (`params` keeps its dictionary: a template's parameters often repeat, user names, status
-/// codes, hosts.)
-/// (The fixed-size binary columns, ids and keys, are written without one already.)
+/// A dictionary pays off where values repeat (tenant, severity, template id, params, attribute
+/// keys and values: user names, status codes, hosts); on a column of unique values the writer
+/// hashes and compares every value for nothing until its dictionary page outgrows its limit and
+/// it falls back to plain encoding anyway. A kept body (a low-confidence line) costs most per
+/// row: hundreds of bytes, all distinct. The fixed-size binary columns (WAL id, template key,
+/// trace and span ids) are written without a dictionary already.
 pub const PLAIN_COLUMNS: [&str; 5] = [
     columns::BODY,
     columns::TIME,
