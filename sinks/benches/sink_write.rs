@@ -155,8 +155,7 @@ fn time(
         publish(rt, &s);
         samples.push(start.elapsed().as_secs_f64());
     }
-    samples.sort_by(f64::total_cmp);
-    (samples[samples.len() / 2], bytes)
+    (median(samples), bytes)
 }
 
 fn ratios(reps: usize) {
@@ -220,29 +219,23 @@ fn log_record(i: u64) -> LogRecord {
     r
 }
 
-/// Median seconds to write `batch` to Parquet with `properties` over `reps` runs, and the
-/// file's size.
-fn write_time(
+/// Seconds to write `batch` to Parquet with `properties`, and the file's size.
+fn write_once(
     batch: &arrow_array::RecordBatch,
     properties: &parquet::file::properties::WriterProperties,
-    reps: usize,
 ) -> (f64, usize) {
-    let mut samples = Vec::with_capacity(reps);
-    let mut size = 0;
-    for _ in 0..reps {
-        let start = Instant::now();
-        let mut writer = parquet::arrow::ArrowWriter::try_new(
-            Vec::new(),
-            batch.schema(),
-            Some(properties.clone()),
-        )
-        .unwrap();
-        writer.write(batch).unwrap();
-        size = black_box(writer.into_inner().unwrap()).len();
-        samples.push(start.elapsed().as_secs_f64());
-    }
+    let start = Instant::now();
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(Vec::new(), batch.schema(), Some(properties.clone()))
+            .unwrap();
+    writer.write(batch).unwrap();
+    let size = black_box(writer.into_inner().unwrap()).len();
+    (start.elapsed().as_secs_f64(), size)
+}
+
+fn median(mut samples: Vec<f64>) -> f64 {
     samples.sort_by(f64::total_cmp);
-    (samples[samples.len() / 2], size)
+    samples[samples.len() / 2]
 }
 
 /// The record files' writer properties (no dictionary on the unique-per-row columns) against
@@ -265,8 +258,18 @@ fn dictionary_ratio(reps: usize) {
         .set_compression(parquet::basic::Compression::ZSTD(Default::default()))
         .build();
     let ours = ourios_sinks::record_writer_properties(true);
-    let (base, base_size) = write_time(&batch, &every, reps);
-    let (now, now_size) = write_time(&batch, &ours, reps);
+    // Alternated, so neither side is always the warmer one.
+    let (mut base, mut now) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+    let (mut base_size, mut now_size) = (0, 0);
+    for _ in 0..reps {
+        let (secs, size) = write_once(&batch, &every);
+        base.push(secs);
+        base_size = size;
+        let (secs, size) = write_once(&batch, &ours);
+        now.push(secs);
+        now_size = size;
+    }
+    let (base, now) = (median(base), median(now));
     println!(
         "\nrecord file writer, 10 000 log-shaped records (12 attributes, 1 in 10 with its body), 1 core, median of {reps} runs:\n  \
          dictionary on every column (baseline) {:.1} ms, {base_size} bytes | \
