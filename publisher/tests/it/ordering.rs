@@ -2,7 +2,6 @@
 //! flight (held at a gate) is refused, never visible before its template event.
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
 
 use ourios_sinks::testing::{Fault, Gate};
 
@@ -51,14 +50,9 @@ fn i3_detached_publish_racing_inflight_audit_write_is_refused() {
         .expect("a detach registers a completion");
     drop(guard);
     // Bounded wait for the publisher to finish the item (a condition, not a timed race).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !completion.is_settled() {
-        assert!(
-            Instant::now() < deadline,
-            "the publisher never settled the detached partition"
-        );
-        std::thread::yield_now();
-    }
+    crate::rig::wait_until("the publisher never settled the detached partition", || {
+        completion.is_settled()
+    });
     assert!(
         rig.store_ids().is_empty(),
         "a record became visible while its audit event was in flight"

@@ -37,11 +37,7 @@ fn quiesce(rig: &Rig) -> (ourios_barrier::Verdict, u32) {
 
 /// Waits (at most 30 s, else fails with `why`) until the publisher thread has ended.
 fn wait_until_thread_ended(rig: &Rig, why: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while rig.coord.publisher_alive() {
-        assert!(std::time::Instant::now() < deadline, "{why}");
-        std::thread::yield_now();
-    }
+    crate::rig::wait_until(why, || !rig.coord.publisher_alive());
 }
 
 fn ids_of(parts: &[Partition]) -> Vec<BTreeSet<RecordId>> {
@@ -365,22 +361,16 @@ fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room()
         }
     });
 
-    let mut waits = 0;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while waits == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker never waited for the byte bound"
-        );
-        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-            if key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
-                && let metrics_util::debugging::DebugValue::Counter(n) = value
-            {
-                waits += n;
-            }
-        }
-        std::thread::yield_now();
-    }
+    crate::rig::wait_until("the worker never waited for the byte bound", || {
+        snapshotter
+            .snapshot()
+            .into_vec()
+            .into_iter()
+            .any(|(key, _, _, value)| {
+                key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
+                    && matches!(value, metrics_util::debugging::DebugValue::Counter(n) if n > 0)
+            })
+    });
     // The publisher is paused with one partition in hand and at most one in the queue: the
     // worker cannot get past the one after.
     assert!(
@@ -392,13 +382,10 @@ fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room()
     // then takes off the queue (its bytes go back) before that partition takes them; so look
     // until the publisher, paused with the first in hand, leaves the second in the queue and
     // the worker waits on the third - from then on the bytes stay held.
-    while rig.coord.queued_bytes() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the worker waits for room, yet the queue never reports bytes held"
-        );
-        std::thread::yield_now();
-    }
+    crate::rig::wait_until(
+        "the worker waits for room, yet the queue never reports bytes held",
+        || rig.coord.queued_bytes() > 0,
+    );
     assert!(
         rig.coord.queued_bytes() <= largest,
         "the queue holds {} bytes, more than one partition ({largest})",
