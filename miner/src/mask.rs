@@ -98,18 +98,6 @@ impl Piece {
 /// after a run failed to classify whole, so times and IPv6 addresses stay intact.
 const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"' \t";
 
-/// [`DELIMITERS`] as a table indexed by byte: masking asks for every byte of a token, and a
-/// slice's `contains` is a `memchr` call each time.
-const IS_DELIMITER: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut i = 0;
-    while i < DELIMITERS.len() {
-        table[DELIMITERS[i] as usize] = true;
-        i += 1;
-    }
-    table
-};
-
 /// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
 ///
 /// On `false` nothing is appended: the token is plain literal text. Pieces cover the token
@@ -117,28 +105,30 @@ const IS_DELIMITER: [bool; 256] = {
 /// unique.
 pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
     let bytes = token.as_bytes();
+    let shape = shape(bytes);
     // Fast path: every class needs a digit, a `/` (paths, URLs) or a `:` (IPv6).
-    if !bytes
-        .iter()
-        .any(|b| b.is_ascii_digit() || *b == b'/' || *b == b':')
-    {
+    if shape & (DIGIT | SLASH | COLON) == 0 {
         return false;
     }
     let mark = out.len();
     let mut builder = PieceBuilder { out, holes: 0 };
-    if let Some((kind, hole_len)) = classify_with_unit(token) {
-        builder.hole(kind, 0, hole_len);
-        builder.literal(hole_len, token.len());
+    if shape & DELIMITER == 0 {
+        // One run, the most common token: masked as the run it is, its shape already read.
+        mask_run(token, 0, token.len(), Some(shape), &mut builder);
+    } else if is_path(bytes, shape) {
+        // Whole, a token holding a delimiter can only be a path or a URL: no other class has
+        // a delimiter among its bytes.
+        builder.hole(MaskKind::Path, 0, token.len());
     } else {
         let mut run_start = 0;
         for (i, b) in bytes.iter().enumerate() {
-            if IS_DELIMITER[usize::from(*b)] {
-                mask_run(token, run_start, i, &mut builder);
+            if CLASS[usize::from(*b)] & DELIMITER != 0 {
+                mask_run(token, run_start, i, None, &mut builder);
                 builder.literal(i, i + 1);
                 run_start = i + 1;
             }
         }
-        mask_run(token, run_start, token.len(), &mut builder);
+        mask_run(token, run_start, token.len(), None, &mut builder);
     }
     if builder.holes == 0 {
         out.truncate(mark);
@@ -149,12 +139,20 @@ pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
 }
 
 /// Masks one delimiter-free run of a token: whole, then without trailing dots, then split on `:`.
-fn mask_run(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
+/// `known_shape` is the run's [`shape`] when the caller has read it.
+fn mask_run(
+    token: &str,
+    start: usize,
+    end: usize,
+    known_shape: Option<u8>,
+    b: &mut PieceBuilder<'_>,
+) {
     if start == end {
         return;
     }
     let run = &token[start..end];
-    if let Some((kind, hole_len)) = classify_with_unit(run) {
+    let shape = known_shape.unwrap_or_else(|| shape(run.as_bytes()));
+    if let Some((kind, hole_len)) = classify_shaped(run, shape) {
         b.hole(kind, start, start + hole_len);
         b.literal(start + hole_len, end);
         return;
@@ -168,7 +166,7 @@ fn mask_run(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
         b.literal(start + hole_len, end);
         return;
     }
-    if run.bytes().any(|c| c == b':') {
+    if shape & COLON != 0 {
         let mut sub_start = start;
         for (i, c) in run.bytes().enumerate() {
             if c == b':' {
@@ -240,6 +238,8 @@ const DOT: u8 = 8;
 const SLASH: u8 = 16;
 /// Any other byte.
 const OTHER: u8 = 32;
+/// One of [`DELIMITERS`] (which are also [`OTHER`] bytes).
+const DELIMITER: u8 = 64;
 
 /// The class of each byte, for [`shape`].
 const CLASS: [u8; 256] = {
@@ -257,6 +257,11 @@ const CLASS: [u8; 256] = {
     table[b':' as usize] = COLON;
     table[b'.' as usize] = DOT;
     table[b'/' as usize] = SLASH;
+    let mut i = 0;
+    while i < DELIMITERS.len() {
+        table[DELIMITERS[i] as usize] = OTHER | DELIMITER;
+        i += 1;
+    }
     table
 };
 
@@ -270,6 +275,11 @@ fn shape(b: &[u8]) -> u8 {
 /// Classifies `s`: the kind and the length of the hole, which is `s.len()` except for a number
 /// followed by a unit, where the unit stays literal.
 fn classify_with_unit(s: &str) -> Option<(MaskKind, usize)> {
+    classify_shaped(s, shape(s.as_bytes()))
+}
+
+/// [`classify_with_unit`], `shape` being [`shape`]`(s)`.
+fn classify_shaped(s: &str, shape: u8) -> Option<(MaskKind, usize)> {
     let b = s.as_bytes();
     if b.is_empty() {
         return None;
@@ -277,7 +287,6 @@ fn classify_with_unit(s: &str) -> Option<(MaskKind, usize)> {
     if is_uuid(b) {
         return Some((MaskKind::Uuid, b.len()));
     }
-    let shape = shape(b);
     let ipv6_bytes = shape & COLON != 0 && shape & !(DIGIT | HEX_LETTER | COLON | DOT) == 0;
     if shape & DIGIT == 0 {
         // Most runs are words. Without a digit only a UUID of hex letters, an IPv6 address of
@@ -739,6 +748,69 @@ mod tests {
         path.then_some((MaskKind::Path, b.len()))
     }
 
+    /// Token masking without its shortcuts, as `mask_token`'s docs state it: a token without a
+    /// digit, `/` or `:` is literal; otherwise the whole token is classified, and failing that
+    /// each delimiter-free run is (whole, then without trailing dots, then each part between
+    /// `:`s), every step by [`classify_model`].
+    fn mask_token_model(token: &str) -> Vec<Piece> {
+        fn classified(s: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) -> bool {
+            let Some((kind, len)) = classify_model(s) else {
+                return false;
+            };
+            b.hole(kind, start, start + len);
+            b.literal(start + len, end);
+            true
+        }
+        fn run(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
+            let text = &token[start..end];
+            let trimmed = text.trim_end_matches('.');
+            if text.is_empty()
+                || classified(text, start, end, b)
+                || (!trimmed.is_empty()
+                    && trimmed.len() != text.len()
+                    && classified(trimmed, start, end, b))
+            {
+                return;
+            }
+            let mut part = start;
+            for (i, c) in text.bytes().enumerate().map(|(i, c)| (start + i, c)) {
+                if c == b':' {
+                    if !classified(&token[part..i], part, i, b) {
+                        b.literal(part, i);
+                    }
+                    b.literal(i, i + 1);
+                    part = i + 1;
+                }
+            }
+            if !classified(&token[part..end], part, end, b) {
+                b.literal(part, end);
+            }
+        }
+        let mut out = Vec::new();
+        if !token.contains(|c: char| c.is_ascii_digit() || c == '/' || c == ':') {
+            return out;
+        }
+        let mut b = PieceBuilder {
+            out: &mut out,
+            holes: 0,
+        };
+        if !classified(token, 0, token.len(), &mut b) {
+            let mut start = 0;
+            for (i, c) in token.bytes().enumerate() {
+                if DELIMITERS.contains(&c) {
+                    run(token, start, i, &mut b);
+                    b.literal(i, i + 1);
+                    start = i + 1;
+                }
+            }
+            run(token, start, token.len(), &mut b);
+        }
+        if b.holes == 0 {
+            out.clear();
+        }
+        out
+    }
+
     /// An IPv6 address as the standard library writes it, with some of its groups zero so that
     /// `::` and IPv4-mapped forms come up.
     fn ipv6_text() -> impl Strategy<Value = String> {
@@ -780,6 +852,31 @@ mod tests {
             ]
         ) {
             prop_assert_eq!(classify_with_unit(&s), classify_model(&s), "{:?}", s);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(20_000))]
+
+        /// Proves `mask_token`'s shortcuts (the token's shape read once and handed to its only
+        /// run, a token with a delimiter classified whole only as a path) never change a
+        /// token's pieces: they are the model's, over tokens made of delimiters and the bytes
+        /// the classes are made of, paths and URLs with delimiters in them, and key=value pairs.
+        /// Mutation check (tried by hand): drop the whole-token path, swap the delimiter test,
+        /// or hand the run a shape without its `:` bit, and this fails.
+        #[test]
+        fn mask_token_shortcuts_agree_with_the_model(
+            token in prop_oneof![
+                "[0-9a-fA-F:./xX+%TZ_=,;()\\[\\]\"' -]{1,40}",
+                "(\\.{0,2}/[a-z0-9=,.]{0,6}){1,4}",
+                "[a-z]{1,6}://[a-z0-9.:/=?&,]{1,20}",
+                "[a-z_]{1,8}=([0-9]{1,5}(ms|%)?|[0-9a-f]{8}|[0-9.]{7,15}|[0-9:.]{8,12})[.,]?",
+            ]
+        ) {
+            let mut pieces = Vec::new();
+            let masked = mask_token(&token, &mut pieces);
+            prop_assert_eq!(masked, !pieces.is_empty());
+            prop_assert_eq!(pieces, mask_token_model(&token), "{:?}", token);
         }
     }
 
