@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::config::MinerConfig;
-use crate::template::Template;
+use crate::template::{Similarity, Template};
 use crate::tokens::LineView;
 
 /// One cluster: its current template and how often it has changed.
@@ -62,11 +62,11 @@ impl State {
         }
     }
 
-    /// The cluster index `line` belongs to, if any cluster is similar enough.
-    pub(crate) fn best_match(&self, line: &LineView<'_>) -> Option<usize> {
+    /// The cluster `line` belongs to, if any cluster is similar enough, and how similar.
+    pub(crate) fn best_match(&self, line: &LineView<'_>) -> Option<(usize, Similarity)> {
         let leaf = self.search(line)?;
         let threshold = self.config.similarity_threshold();
-        let mut best: Option<(usize, crate::template::Similarity)> = None;
+        let mut best: Option<(usize, Similarity)> = None;
         for &idx in &self.nodes[leaf].clusters {
             let template = &self.clusters[idx].template;
             if template.token_count() != line.token_count() {
@@ -81,7 +81,7 @@ impl State {
                 best = Some((idx, sim));
             }
         }
-        best.map(|(idx, _)| idx)
+        best
     }
 
     fn search(&self, line: &LineView<'_>) -> Option<usize> {

@@ -294,8 +294,8 @@ impl TenantMiner {
     fn advance(&mut self, view: &LineView<'_>, emit: bool) -> (usize, Option<AuditEvent>) {
         let st = &mut self.state;
         match st.best_match(view) {
-            Some(idx) => {
-                let Some(new_template) = st.clusters[idx].template.widened(view) else {
+            Some((idx, sim)) => {
+                let Some(new_template) = st.clusters[idx].template.widened_from(view, &sim) else {
                     return (idx, None);
                 };
                 // The clock is read before anything changes: a panic here leaves the state as

@@ -77,6 +77,11 @@ impl Similarity {
         self.literal == 0 || self.equal as f64 >= threshold * self.literal as f64
     }
 
+    /// Whether every non-wildcard slot is equal to the line's token (the wildcards take any).
+    pub(crate) fn every_literal_equal(&self) -> bool {
+        self.equal == self.literal
+    }
+
     /// Whether `self` is a strictly better match than `other`: higher similarity (compared by
     /// cross-multiplication, no rounding), then more wildcards (Drain's tie-break).
     pub(crate) fn better_than(&self, other: &Similarity) -> bool {
@@ -311,13 +316,28 @@ impl Template {
         sim.reaches(threshold).then_some(sim)
     }
 
-    /// The template widened to accept `line`, or `None` when it already accepts it.
+    /// The template widened to accept `line`, whose similarity with this template is `sim`
+    /// (as [`Template::similarity_reaching`] found it), or `None` when it already accepts it.
     ///
     /// Every token slot that differs becomes `<*>`, every separator that differs becomes `<_>`.
+    /// When `sim` says every literal slot is equal, the tokens are not compared a second time:
+    /// a line that joins its template unchanged, the common case, costs one comparison of its
+    /// text, not two.
+    pub(crate) fn widened_from(&self, line: &LineView<'_>, sim: &Similarity) -> Option<Template> {
+        self.widened_knowing(line, sim.every_literal_equal())
+    }
+
+    /// [`Template::widened_from`] comparing every token: the specification it is tested
+    /// against.
+    #[cfg(test)]
     pub(crate) fn widened(&self, line: &LineView<'_>) -> Option<Template> {
+        self.widened_knowing(line, false)
+    }
+
+    fn widened_knowing(&self, line: &LineView<'_>, tokens_equal: bool) -> Option<Template> {
         let n = self.tokens.len();
         let unchanged = (0..=n).all(|i| self.sep_matches(i, line))
-            && (0..n).all(|i| self.token_matches(i, line));
+            && (tokens_equal || (0..n).all(|i| self.token_matches(i, line)));
         if unchanged {
             return None;
         }
@@ -754,10 +774,12 @@ mod tests {
         /// Proves the comparison `best_match` uses is exact: for templates with literal, masked
         /// and wildcard slots, any line of their length and thresholds on and between the
         /// fractions a slot count makes, `similarity_reaching` (fingerprints first, then text)
-        /// is `similarity` filtered by `reaches`. Unit tests keep two bits of each fingerprint,
-        /// so unequal tokens of these words often share one.
+        /// is `similarity` filtered by `reaches`, and the widening taken from that similarity
+        /// (`widened_from`) is the one read from the text (`widened`). Unit tests keep two bits
+        /// of each fingerprint, so unequal tokens of these words often share one.
         /// Mutation check (tried by hand): count equal fingerprints without comparing their text
-        /// and proptest finds a collision counted as equal. Skipping the fingerprint bound's
+        /// and proptest finds a collision counted as equal; have `every_literal_equal` say yes
+        /// whatever was counted and the widenings differ. Skipping the fingerprint bound's
         /// early refusal survives: it is a shortcut, which the benchmark shows, not a behaviour.
         #[test]
         fn pruned_similarity_is_the_full_one_filtered_by_the_threshold(
@@ -779,10 +801,12 @@ mod tests {
             let template = base.widened(&tb.view(&lb)).unwrap_or(base);
             let view = tc.view(&lc);
             let full = template.similarity(&view);
-            prop_assert_eq!(
-                template.similarity_reaching(&view, threshold),
-                Some(full).filter(|s| s.reaches(threshold))
-            );
+            let reaching = template.similarity_reaching(&view, threshold);
+            prop_assert_eq!(reaching, Some(full).filter(|s| s.reaches(threshold)));
+            // And the widening `advance` derives from that similarity is the one from the text.
+            if let Some(sim) = reaching {
+                prop_assert_eq!(template.widened_from(&view, &sim), template.widened(&view));
+            }
         }
     }
 }
