@@ -747,10 +747,10 @@ mod tests {
         path.then_some((MaskKind::Path, b.len()))
     }
 
-    /// Token masking without its shortcuts, as `mask_token`'s docs state it: a token without a
-    /// digit, `/` or `:` is literal; otherwise the whole token is classified, and failing that
-    /// each delimiter-free run is (whole, then without trailing dots, then each part between
-    /// `:`s), every step by [`classify_model`].
+    /// Token masking without its shortcuts: a token without a digit, `/` or `:` is literal;
+    /// otherwise the whole token is classified, and failing that each delimiter-free run is
+    /// (whole, then without trailing dots, then each part between `:`s), every step by
+    /// [`classify_model`].
     fn mask_token_model(token: &str) -> Vec<Piece> {
         fn classified(s: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) -> bool {
             let Some((kind, len)) = classify_model(s) else {
@@ -857,10 +857,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(20_000))]
 
-        /// Proves `mask_token`'s shortcuts (each run's shape read on the way to its end, a token
-        /// with a delimiter classified whole only as a path) never change a
-        /// token's pieces: they are the model's, over tokens made of delimiters and the bytes
-        /// the classes are made of, paths and URLs with delimiters in them, and key=value pairs.
+        /// Proves `mask_token`'s shortcuts (a token's and each run's shape read once, a token
+        /// with a delimiter classified whole only as a path) never change a token's pieces:
+        /// they are the model's, over tokens made of delimiters and the bytes the classes are
+        /// made of, paths and URLs with delimiters in them, and key=value pairs.
         /// Mutation check (tried by hand): drop the whole-token path, swap the delimiter test,
         /// hand a run a shape without its `:` bit, or leave the last run's bits in the next
         /// run's shape, and this fails.
