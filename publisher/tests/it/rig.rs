@@ -393,7 +393,6 @@ impl Counters {
     }
 }
 
-/// Runs `f` catching its panic, with the counters recorded locally.
 /// Waits (at most 30 s, else fails with `why`) until `cond` holds: a bounded wait for what
 /// another thread makes true, not a timed race.
 pub(crate) fn wait_until(why: &str, mut cond: impl FnMut() -> bool) {
@@ -404,6 +403,7 @@ pub(crate) fn wait_until(why: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
+/// Runs `f` catching its panic, with the counters recorded locally.
 pub(crate) fn catching<R>(counters: &Counters, f: impl FnOnce() -> R) -> std::thread::Result<R> {
     metrics::with_local_recorder(&counters.recorder, || {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
