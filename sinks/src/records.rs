@@ -384,11 +384,32 @@ impl RecordState {
         }
     }
 
-    fn gauges(&self) {
-        ::metrics::gauge!(metrics::SINK_BUFFERED_BYTES).set(self.bytes as f64);
-        ::metrics::gauge!(metrics::SINK_BUFFERED_RECORDS).set(self.records as f64);
-        ::metrics::gauge!(metrics::SINK_QUARANTINE_HELD).set(self.held.len() as f64);
-        ::metrics::gauge!(metrics::SINK_SEALED_UNITS).set(self.sealed.len() as f64);
+    fn gauges(&self, gauges: &Gauges) {
+        gauges.buffered_bytes.set(self.bytes as f64);
+        gauges.buffered_records.set(self.records as f64);
+        gauges.quarantine_held.set(self.held.len() as f64);
+        gauges.sealed_units.set(self.sealed.len() as f64);
+    }
+}
+
+/// The sink's gauges, registered once when the sink is built: `append` sets them for every
+/// record, and looking each up by name there cost more than the rest of the append on small
+/// requests.
+struct Gauges {
+    buffered_bytes: ::metrics::Gauge,
+    buffered_records: ::metrics::Gauge,
+    quarantine_held: ::metrics::Gauge,
+    sealed_units: ::metrics::Gauge,
+}
+
+impl Gauges {
+    fn register() -> Self {
+        Self {
+            buffered_bytes: ::metrics::gauge!(metrics::SINK_BUFFERED_BYTES),
+            buffered_records: ::metrics::gauge!(metrics::SINK_BUFFERED_RECORDS),
+            quarantine_held: ::metrics::gauge!(metrics::SINK_QUARANTINE_HELD),
+            sealed_units: ::metrics::gauge!(metrics::SINK_SEALED_UNITS),
+        }
     }
 }
 
@@ -401,6 +422,7 @@ struct RecordInner {
     /// then. Release: set after the routing is in `state`; Acquire: read before routing.
     routing: AtomicBool,
     state: Mutex<RecordState>,
+    gauges: Gauges,
 }
 
 impl fmt::Debug for RecordInner {
@@ -432,6 +454,10 @@ fn now_unix_nanos() -> i128 {
 impl SharedParquetSink {
     /// A sink writing to `store`; quarantine events and `is_durable_through` go through `audit`,
     /// whose terminal-tenant set it shares.
+    ///
+    /// Its gauges (`ourios.sink.buffered_bytes`, `.buffered_records`, `.quarantine_held`,
+    /// `.sealed_units`) are registered with the `metrics` recorder in force now: install the
+    /// recorder before building the sink.
     pub fn new(
         store: Arc<dyn ObjectStore>,
         audit: SharedParquetAuditSink,
@@ -445,6 +471,7 @@ impl SharedParquetSink {
                 sealer: Mutex::new(None),
                 routing: AtomicBool::new(false),
                 state: Mutex::new(RecordState::default()),
+                gauges: Gauges::register(),
             }),
         }
     }
@@ -517,7 +544,7 @@ impl SharedParquetSink {
         {
             detached.push(p);
         }
-        st.gauges();
+        st.gauges(&self.inner.gauges);
         drop(st);
         // Owned at once, outside the lock (a batch's drop requeues through that lock).
         let detached = (!detached.is_empty()).then(|| {
@@ -548,7 +575,7 @@ impl SharedParquetSink {
                 Ok(key) => {
                     let mut st = lock(&self.inner.state);
                     st.insert(key, record);
-                    st.gauges();
+                    st.gauges(&self.inner.gauges);
                 }
                 Err(error) => {
                     let _ = self.quarantine_underivable(record, &error);
@@ -568,7 +595,7 @@ impl SharedParquetSink {
         let mut st = lock(&self.inner.state);
         let out = st.route(record);
         if out.is_none() {
-            st.gauges();
+            st.gauges(&self.inner.gauges);
         }
         out
     }
@@ -598,7 +625,7 @@ impl SharedParquetSink {
             }
             let p = st.take_sealed(i);
             slot.push(p);
-            st.gauges();
+            st.gauges(&self.inner.gauges);
         }
         let keys: Vec<PartitionKey> = st
             .partitions
@@ -610,12 +637,12 @@ impl SharedParquetSink {
             if let Some(p) = st.remove(&key) {
                 slot.push(p);
             }
-            st.gauges();
+            st.gauges(&self.inner.gauges);
             // A panic here leaves what was taken in `slot` (owned by the caller's `Drained`)
             // and the rest in the buffer; the accounting above is already consistent.
             fail::fail_point!("sinks::drain::between_partitions");
         }
-        st.gauges();
+        st.gauges(&self.inner.gauges);
     }
 
     /// Put `partitions` back ahead of newer records for the same key, restore the accounting,
@@ -626,7 +653,7 @@ impl SharedParquetSink {
         for p in partitions.into_iter().rev() {
             st.put_back(p);
         }
-        st.gauges();
+        st.gauges(&self.inner.gauges);
     }
 
     /// Park `partitions` (a worker whose enqueue found the publisher queue disconnected): back

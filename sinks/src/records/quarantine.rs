@@ -36,7 +36,7 @@ impl SharedParquetSink {
         st.bytes += bytes;
         st.records += 1;
         st.held.push(Held { record, seq, bytes });
-        st.gauges();
+        st.gauges(&self.inner.gauges);
         seq
     }
 
@@ -58,7 +58,7 @@ impl SharedParquetSink {
         let released = before - st.held.len();
         st.bytes -= freed_bytes;
         st.records -= released;
-        st.gauges();
+        st.gauges(&self.inner.gauges);
         released
     }
 }

@@ -539,3 +539,32 @@ fn i4_unpublished_floor_covers_buffered_drained_in_flight_and_requeued() {
         "requeued by the unwind"
     );
 }
+
+/// The sink's gauges follow its buffers, and they are the ones registered with the recorder in
+/// force when the sink was built: appends made after that recorder is gone from the thread
+/// still move them (the sink holds its gauge handles instead of looking each up by name on every
+/// append). Drained, they read zero again.
+///
+/// Mutation check by hand: look the gauges up by name in `RecordState::gauges` again and the
+/// first assertion fails (the appends reach no recorder); drop the `buffered_records` set and it
+/// fails too.
+#[test]
+fn gauges_follow_the_buffers_on_the_recorder_the_sink_was_built_with() {
+    let captured = crate::common::Captured::default();
+    let rig = ::metrics::with_local_recorder(&captured, Rig::new);
+    for i in 0..3 {
+        let _ = rig.sink.append(rec("a", 1, i, T0, 0));
+    }
+    let gauge = |name| captured.get(name, &[]);
+    assert_eq!(gauge(metrics::SINK_BUFFERED_RECORDS), 3.0);
+    assert_eq!(
+        gauge(metrics::SINK_BUFFERED_BYTES),
+        rig.sink.buffered_bytes() as f64
+    );
+    assert!(rig.sink.buffered_bytes() > 0);
+    let mut slot = Vec::new();
+    rig.sink.drain_all(&mut slot);
+    assert_eq!(slot.len(), 1);
+    assert_eq!(gauge(metrics::SINK_BUFFERED_RECORDS), 0.0);
+    assert_eq!(gauge(metrics::SINK_BUFFERED_BYTES), 0.0);
+}
