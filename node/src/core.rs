@@ -127,6 +127,27 @@ pub struct Core {
     /// Leads the WAL's commits for requests that wait for durability without a thread
     /// ([`Core::ingest`]'s small requests). Stopped and joined when the core is dropped.
     pub(crate) _commit_thread: ourios_wal::CommitThread,
+    /// Counted for every request: registered once (with the recorder installed before the core
+    /// is built), not looked up by name per request.
+    pub(crate) ingest_metrics: IngestMetrics,
+}
+
+/// The handles [`Core::ingest`] records every acknowledged request into.
+#[derive(Debug)]
+pub(crate) struct IngestMetrics {
+    requests: ::metrics::Counter,
+    records: ::metrics::Counter,
+    ack_seconds: ::metrics::Histogram,
+}
+
+impl IngestMetrics {
+    pub(crate) fn register() -> Self {
+        Self {
+            requests: ::metrics::counter!(metrics::INGEST_REQUESTS),
+            records: ::metrics::counter!(metrics::INGEST_RECORDS),
+            ack_seconds: ::metrics::histogram!(metrics::INGEST_ACK_SECONDS),
+        }
+    }
 }
 
 /// Holds a tenant's frontier below a submitted frame when dropped armed: the frame may be
@@ -324,9 +345,10 @@ impl Core {
             // Cancelled: the runtime is shutting down.
             Err(_) => return Err(IngestError::ShuttingDown),
         };
-        ::metrics::counter!(metrics::INGEST_REQUESTS).increment(1);
-        ::metrics::counter!(metrics::INGEST_RECORDS).increment(n);
-        ::metrics::histogram!(metrics::INGEST_ACK_SECONDS).record(started.elapsed().as_secs_f64());
+        let counted = &self.ingest_metrics;
+        counted.requests.increment(1);
+        counted.records.increment(n);
+        counted.ack_seconds.record(started.elapsed().as_secs_f64());
         Ok(lsn)
     }
 

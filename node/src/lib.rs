@@ -248,6 +248,7 @@ impl Node {
             shutting_down: AtomicBool::new(false),
             sealer,
             _commit_thread: commit_thread,
+            ingest_metrics: crate::core::IngestMetrics::register(),
         });
 
         let c = Arc::clone(&core);

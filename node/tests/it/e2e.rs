@@ -348,3 +348,28 @@ async fn e2e_bad_input_is_4xx_and_writes_nothing() {
     assert_eq!(node.core.wal().stats().appends, before.appends + 1);
     node.shutdown().await.unwrap();
 }
+
+/// Every acknowledged request is counted on `/metrics`: one request and its records, and one ack
+/// latency sample. The recorder is process-wide and other tests ingest too, so the counts are
+/// compared before and after, at least what this test sent.
+///
+/// Mutation check by hand: give `IngestMetrics` a `Counter::noop()` for requests (what a handle
+/// registered before the node installs its recorder is) and the request count does not move.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_requests_are_counted_on_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(config(dir.path(), |_| {}), &store).await;
+    let requests = ourios_node::metrics::INGEST_REQUESTS;
+    let records = ourios_node::metrics::INGEST_RECORDS;
+    let (req0, rec0) = (
+        metric(&node, requests, &[]).await,
+        metric(&node, records, &[]).await,
+    );
+    let (status, _) = post_logs(&node, "acme", &request(&lines(7, 1))).await;
+    assert_eq!(status, 200);
+    assert!(metric(&node, requests, &[]).await >= req0 + 1.0);
+    assert!(metric(&node, records, &[]).await >= rec0 + 7.0);
+    assert!(metric(&node, "ourios.ingest.ack_seconds_count", &[]).await >= 1.0);
+    node.shutdown().await.unwrap();
+}
