@@ -353,7 +353,7 @@ async fn e2e_bad_input_is_4xx_and_writes_nothing() {
 /// latency sample. The recorder is process-wide and other tests ingest too, so the counts are
 /// compared before and after, at least what this test sent.
 ///
-/// Mutation check by hand: give `IngestMetrics` a `Counter::noop()` for requests (what a handle
+/// Mutation check (by hand): give `IngestMetrics` a `Counter::noop()` for requests (what a handle
 /// registered before the node installs its recorder is) and the request count does not move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_requests_are_counted_on_metrics() {

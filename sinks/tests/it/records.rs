@@ -545,7 +545,7 @@ fn i4_unpublished_floor_covers_buffered_drained_in_flight_and_requeued() {
 /// still move them (the sink holds its gauge handles instead of looking each up by name on every
 /// append). Drained, they read zero again.
 ///
-/// Mutation check by hand: look the gauges up by name in `RecordState::gauges` again and the
+/// Mutation check (by hand): look the gauges up by name in `RecordState::gauges` again and the
 /// first assertion fails (the appends reach no recorder); drop the `buffered_records` set and it
 /// fails too.
 #[test]
