@@ -118,6 +118,9 @@ pub struct Core {
     pub(crate) barrier: Arc<Barrier>,
     pub(crate) coordinator: PublishCoordinator,
     pub(crate) pool: Option<EncodePool>,
+    /// Requests whose canonical bytes are at most this are ingested in place
+    /// (`Config::inline_ingest_bytes`, see `Core::ingest`).
+    pub(crate) inline_ingest_bytes: usize,
     pub(crate) tenants: Mutex<BTreeMap<String, Arc<TenantState>>>,
     /// New tenants are refused past this many (recovered tenants count, and are never refused).
     pub(crate) max_tenants: usize,
@@ -180,12 +183,15 @@ impl Drop for HoldUnlessMined<'_> {
     }
 }
 
-/// Requests whose canonical bytes are at most this are ingested on the async worker that
-/// received them: they await durability and their turn, and are mined in place, so they cost
-/// no thread hand-off. Larger ones go to the blocking pool, whose threads can mine for
-/// milliseconds without stalling the runtime's workers (a 32 KiB request mines in well under
-/// a millisecond of miner time on realistic lines).
-pub(crate) const INLINE_INGEST_BYTES: usize = 32 << 10;
+/// Where [`Core::mine_batch_ordered`] hands a frame's mined records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handoff {
+    /// Each record to the sink as it is mined, on the mining thread (`pool::hand_off`): a small
+    /// request mined on the async worker that received it, which then costs no thread hand-off.
+    InPlace,
+    /// The frame's records as one batch to the encode pool, or in place when there is none.
+    Pool,
+}
 
 /// What a cut did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -252,6 +258,13 @@ impl Core {
     /// (group commit, shared with the tenant's other requests in flight), then, in the
     /// tenant's lsn order, `mine_batch_ordered`. Returns the frame's lsn once it is durable.
     /// A miner panic after the append still acknowledges: the frame is durable and held.
+    ///
+    /// A request of at most `inline_ingest_bytes` canonical bytes is ingested on the async
+    /// worker that received it: it awaits durability and its turn, is mined in place and its
+    /// records go to the sink from there ([`Handoff::InPlace`]), so it costs no thread
+    /// hand-off. A larger one goes to the blocking pool, whose threads can mine for
+    /// milliseconds without stalling the runtime's workers, and its records to the encode
+    /// workers, so its acknowledgement does not wait for their append.
     pub async fn ingest(
         self: &Arc<Self>,
         tenant_id: &TenantId,
@@ -314,7 +327,7 @@ impl Core {
         // hand the worker's other tasks on (`pool::may_block`); a current-thread runtime has no
         // other thread to hand them to.
         let in_place = core.pool.is_some()
-            && canonical.len() <= INLINE_INGEST_BYTES
+            && canonical.len() <= core.inline_ingest_bytes
             && tokio::runtime::Handle::current().runtime_flavor()
                 == tokio::runtime::RuntimeFlavor::MultiThread;
         let joined = if in_place {
@@ -335,7 +348,7 @@ impl Core {
                 // earlier frame of the tenant (their tickets were taken first), before any
                 // later one.
                 let _turn = ticket.wait();
-                core.mine_acknowledged(&tenant, &state, lsn, &mut lines);
+                core.mine_acknowledged(&tenant, &state, lsn, &mut lines, Handoff::Pool);
                 Ok::<Lsn, IngestError>(lsn)
             })
             .await
@@ -381,7 +394,7 @@ impl Core {
         }
         let _turn = ticket.passed().await;
         unmined.disarm();
-        self.mine_acknowledged(tid.as_str(), &state, lsn, lines);
+        self.mine_acknowledged(tid.as_str(), &state, lsn, lines, Handoff::InPlace);
         Ok(lsn)
     }
 
@@ -402,9 +415,16 @@ impl Core {
     /// kept whole); one that escapes has handed the prefix to the sink and held the frame when
     /// it reaches this catch. The request is acknowledged all the same (a retry would
     /// duplicate a durable frame).
-    fn mine_acknowledged(&self, tenant: &str, state: &TenantState, lsn: Lsn, lines: &mut [Line]) {
+    fn mine_acknowledged(
+        &self,
+        tenant: &str,
+        state: &TenantState,
+        lsn: Lsn,
+        lines: &mut [Line],
+        handoff: Handoff,
+    ) {
         let mined = catch_unwind(AssertUnwindSafe(|| {
-            self.mine_batch_ordered(tenant, state, lsn, lines);
+            self.mine_batch_ordered(tenant, state, lsn, lines, handoff);
         }));
         if mined.is_err() {
             tracing::error!(
@@ -417,9 +437,9 @@ impl Core {
 
     /// Mines one frame's lines in order and hands the records on (RFC 0054 §9.5).
     ///
-    /// One loop for both branches and one unwind arm: with a pool, the mined records are
-    /// collected and submitted as one batch; without, each record is appended to the sink as it
-    /// is mined.
+    /// One loop for both branches and one unwind arm: handed to the pool, the mined records
+    /// are collected and submitted as one batch; in place (or without a pool), each record is
+    /// appended to the sink as it is mined.
     ///
     /// A miner panic on one line costs that line its template and nothing else: the tenant's
     /// miner, whose state the panic may have torn, starts again empty (template keys are
@@ -438,13 +458,14 @@ impl Core {
         state: &TenantState,
         lsn: Lsn,
         lines: &mut [Line],
+        handoff: Handoff,
     ) {
         let mut owned: Vec<Owned> = lines.iter_mut().map(Owned::take).collect();
         let lines: &[Line] = lines;
         // Tag the batch before mining: every record of this frame is covered by a guard whose
         // epoch a cut's quiesce waits for (RFC 0052 §3.1).
         let guard = self.barrier.enter_encode();
-        let inline = self.pool.is_none();
+        let inline = handoff == Handoff::InPlace || self.pool.is_none();
         let mut out: Vec<LogRecord> = Vec::with_capacity(if inline { 0 } else { lines.len() });
         let sink_tenant = Tenant::new(tenant);
         let result = {
@@ -559,7 +580,7 @@ impl Core {
         // The one unwind arm: the prefix goes to the sink first, whatever happened.
         // (Only the pool branch collects into `out`; the inline branch handed each record off.)
         match &self.pool {
-            Some(pool) if !out.is_empty() => pool.submit(out, guard),
+            Some(pool) if !inline && !out.is_empty() => pool.submit(out, guard),
             _ => drop(guard),
         }
         match result {

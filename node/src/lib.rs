@@ -245,6 +245,7 @@ impl Node {
             pool,
             tenants: Mutex::new(Default::default()),
             max_tenants: config.max_tenants,
+            inline_ingest_bytes: config.inline_ingest_bytes,
             shutting_down: AtomicBool::new(false),
             sealer,
             _commit_thread: commit_thread,
@@ -632,7 +633,13 @@ fn replay_frames(
                 }
                 // A miner panic here is handled as on the live path.
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    core.mine_batch_ordered(&tenant, &state, lsn, &mut lines);
+                    core.mine_batch_ordered(
+                        &tenant,
+                        &state,
+                        lsn,
+                        &mut lines,
+                        crate::core::Handoff::Pool,
+                    );
                 }));
                 recovery.mined += 1;
             }

@@ -296,10 +296,6 @@ impl Drop for SupervisorEnd {
     }
 }
 
-/// The one handoff both branches use (a worker, or `mine_batch_ordered` inline): append the
-/// record (the sink owns it from inside the call, before any trigger) and hand the partitions a
-/// trigger detached to the publisher under the batch's guard. A quarantined record is held by
-/// the sink until its event is durable: nothing more to do here.
 /// Runs `f`, which may block. On an async worker of a multi-thread runtime it first moves the
 /// worker's other tasks to another thread (tokio's `block_in_place`); anywhere else (a blocking
 /// pool thread, a plain thread, a current-thread runtime) it just runs `f`.
@@ -312,6 +308,10 @@ pub(crate) fn may_block<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
+/// The one handoff both branches use (a worker, or `mine_batch_ordered` inline): append the
+/// record (the sink owns it from inside the call, before any trigger) and hand the partitions a
+/// trigger detached to the publisher under the batch's guard. A quarantined record is held by
+/// the sink until its event is durable: nothing more to do here.
 pub(crate) fn hand_off(
     records: &SharedParquetSink,
     coordinator: &PublishCoordinator,
@@ -325,7 +325,9 @@ pub(crate) fn hand_off(
             // Test hook (compiled out unless `failpoints`): a panic between the detach and the
             // hand-over; `detached` owns the partitions and requeues them as it unwinds.
             fail::fail_point!("node::pool::hand_off");
-            coordinator.enqueue(detached, guard);
+            // A full publisher queue blocks here; on an async worker (a request handed on in
+            // place) its other tasks move to another thread first.
+            may_block(|| coordinator.enqueue(detached, guard));
         }
         AppendOutcome::Buffered { detached: None } => {}
         AppendOutcome::Quarantined { .. } => {}

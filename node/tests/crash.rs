@@ -224,7 +224,9 @@ fn tear_tail(data: &Path, kind: u64) -> u64 {
 }
 
 /// Per-round settings beyond the common ones: small partitions keep the publisher thread busy,
-/// inline encoding takes the no-pool branch, small segments make rotation cuts and truncation.
+/// inline encoding takes the no-pool branch, an inline-ingest limit of 0 sends every request's
+/// records through the encode pool (by default small ones go to the sink in place), small
+/// segments make rotation cuts and truncation.
 fn round_flags(round: u64, rng: &mut Rng) -> Vec<String> {
     let mut flags = Vec::new();
     if round % 2 == 1 {
@@ -236,6 +238,9 @@ fn round_flags(round: u64, rng: &mut Rng) -> Vec<String> {
     }
     if round % 4 == 3 {
         flags.extend(["--wal-segment-bytes".to_owned(), "65536".to_owned()]);
+    }
+    if round % 7 == 5 {
+        flags.extend(["--inline-ingest-bytes".to_owned(), "0".to_owned()]);
     }
     // Another miner configuration: the snapshots of the last round are not used, the miners
     // start empty, and template keys must still name one text each.

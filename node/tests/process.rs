@@ -94,13 +94,17 @@ fn the_binary_reports_its_allocators_memory() {
 
 /// Proves the encode queue reports its bytes, the figure an operator reads next to the memory
 /// gauges and `ourios_publisher_queue_bytes` when the node holds more than expected: once a
-/// record has been mined and encoded, `/metrics` carries `ourios_ingest_encode_queue_bytes`,
-/// and it reads 0 once the queue has drained. Without the encode pool's observed budget the
-/// name is never exported and the wait fails.
+/// record has been handed to the encode workers (here every request's are:
+/// `--inline-ingest-bytes 0`), `/metrics` carries `ourios_ingest_encode_queue_bytes`, and it
+/// reads 0 once the queue has drained. Without the encode pool's observed budget the name is
+/// never exported and the wait fails.
 #[test]
 fn the_encode_queue_reports_its_bytes() {
     let dir = tempfile::tempdir().unwrap();
-    let node = proc::NodeProc::start(dir.path(), &[]);
+    let node = proc::NodeProc::start(
+        dir.path(),
+        &["--inline-ingest-bytes".to_owned(), "0".to_owned()],
+    );
     send_one_record(node.addr);
     let deadline = std::time::Instant::now() + GUARD;
     loop {

@@ -8,7 +8,7 @@ use ourios_sinks::RecordId;
 use ourios_sinks::testing::FaultyStore;
 use ourios_wal::Lsn;
 
-use crate::support::{config, cut, ingest, records_with_bodies, start};
+use crate::support::{HANDOFFS, config, cut, ingest, records_with_bodies, start};
 
 /// What a restart between the two rounds does to the miner's saved state.
 #[derive(Debug, Clone, Copy)]
@@ -129,7 +129,8 @@ async fn assert_seqs_never_reused(store: &FaultyStore) {
 /// before the event is emitted. The line is kept whole (under the overflow template, defined
 /// with it) and the tenant's miner starts again; the next frame's record of the same template
 /// then defines it again, and every line rebuilds, before and after a restart. Nothing is
-/// held: the cut stamps past both frames.
+/// held: the cut stamps past both frames. Run three ways: records handed to the encode pool,
+/// to the sink in place, and with no pool.
 ///
 /// Fails without `miners.reset(tenant)` in the panic arm of `mine_batch_ordered`: the miner
 /// still holds the template and counts its key as defined, so the second record is published
@@ -137,10 +138,10 @@ async fn assert_seqs_never_reused(store: &FaultyStore) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn identity_a_panic_mid_frame_costs_no_definition() {
     let _scenario = fail::FailScenario::setup();
-    for workers in [1, 0] {
+    for (way, tweak) in HANDOFFS {
         let dir = tempfile::tempdir().unwrap();
         let store = FaultyStore::new();
-        let cfg = config(dir.path(), |a| a.encode_workers = Some(workers));
+        let cfg = config(dir.path(), tweak);
         let node = start(cfg.clone(), &store).await;
         fail::cfg("node::mine::record", "1*panic->off").unwrap();
         let first = ingest(&node, "a", &["alpha one 1".to_owned()]).await;
@@ -150,7 +151,7 @@ async fn identity_a_panic_mid_frame_costs_no_definition() {
         assert_eq!(
             report.stamped.get("a"),
             Some(&lsn.0),
-            "workers={workers}: nothing holds the frontier: {report:?}"
+            "{way}: nothing holds the frontier: {report:?}"
         );
         let mut sent = BTreeMap::new();
         sent_ids(first, &["alpha one 1"], &mut sent);

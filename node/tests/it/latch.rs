@@ -211,7 +211,7 @@ async fn rfc0054_m8_latched_cut_proceeds_and_its_drain_decides() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let node = start(config(dir.path(), through_the_pool), &store).await;
     let barrier = node.core.barrier();
     let gate = FailGate::panic_at("node::worker::encode", 2);
     let a = ingest(&node, "t", &lines(6, 1)).await;

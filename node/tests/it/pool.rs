@@ -27,7 +27,7 @@ async fn rfc0054_worker_panic_requeues_remainder_and_quiesce_waits() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let node = start(config(dir.path(), through_the_pool), &store).await;
     let barrier = node.core.barrier();
     let respawns = metric(&node, ENCODE_WORKER_RESPAWNS, &[]).await;
 
@@ -86,7 +86,7 @@ async fn rfc0054_submit_after_worker_panic_is_published() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let node = start(config(dir.path(), through_the_pool), &store).await;
     let barrier = node.core.barrier();
     let fallback = metric(&node, INGEST_ENCODE_FALLBACK, &[]).await;
 
@@ -124,7 +124,7 @@ async fn a_pool_whose_respawn_fails_requeues_its_queue() {
     let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
-    let node = start(config(dir.path(), |a| a.encode_workers = Some(1)), &store).await;
+    let node = start(config(dir.path(), through_the_pool), &store).await;
     let fallback = metric(&node, INGEST_ENCODE_FALLBACK, &[]).await;
     let failures = metric(&node, ENCODE_WORKER_SPAWN_FAILURES, &[]).await;
 
@@ -156,8 +156,9 @@ async fn a_pool_whose_respawn_fails_requeues_its_queue() {
     node.shutdown().await.unwrap();
 }
 
-/// U.8: the miner panics on the fourth record of an eight-record frame, once with the encode
-/// pool and once inline (`encode_workers = 0`). The request is acknowledged (200: the frame is
+/// U.8: the miner panics on the fourth record of an eight-record frame, three ways: handed to
+/// the encode pool, handed to the sink in place on the async worker (a small request's way),
+/// and with no pool (`encode_workers = 0`). The request is acknowledged (200: the frame is
 /// durable); the three mined records reach the sink, the fourth line is kept whole under the
 /// overflow template with a `record_quarantined` event naming the panic, the tenant's miner
 /// starts again and mines the other four. Nothing is held: the next cut stamps past the frame,
@@ -170,10 +171,10 @@ async fn a_pool_whose_respawn_fails_requeues_its_queue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
     let _scenario = fail::FailScenario::setup();
-    for workers in [1, 0] {
+    for (name, way) in HANDOFFS {
         let dir = tempfile::tempdir().unwrap();
         let store = FaultyStore::new();
-        let cfg = config(dir.path(), |a| a.encode_workers = Some(workers));
+        let cfg = config(dir.path(), way);
         let node = start(cfg.clone(), &store).await;
         let panics = metric(&node, MINE_PANICS, &[]).await;
 
@@ -184,23 +185,15 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
         let (status, body) = post_logs(&node, "t", &request(&lines(8, 2))).await;
         assert_eq!(
             status, 200,
-            "workers={workers}: the durable frame is acknowledged: {body}"
+            "{name}: the durable frame is acknowledged: {body}"
         );
         let b = node.core.wal().stats().durable_lsn;
-        assert_eq!(
-            marks(&node, "t").hold,
-            None,
-            "workers={workers}: nothing held"
-        );
+        assert_eq!(marks(&node, "t").hold, None, "{name}: nothing held");
         assert_eq!(metric(&node, MINE_PANICS, &[]).await, panics + 1.0);
 
         let c = ingest(&node, "t", &lines(4, 3)).await;
         let report = cut(&node).await;
-        assert_eq!(
-            report.stamped.get("t"),
-            Some(&c.0),
-            "workers={workers}: {report:?}"
-        );
+        assert_eq!(report.stamped.get("t"), Some(&c.0), "{name}: {report:?}");
         let frames = [
             (a, 5, lines(5, 1)),
             (b, 8, lines(8, 2)),
@@ -210,16 +203,13 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
         let counts = ids_in_store(&store).await;
         for (lsn, n, sent) in &frames {
             for (id, line) in frame_ids(*lsn, *n).into_iter().zip(sent) {
-                assert_eq!(counts.get(&id), Some(&1), "workers={workers}: {id:?} once");
+                assert_eq!(counts.get(&id), Some(&1), "{name}: {id:?} once");
                 let (_, rebuilt) = &stored[&("t".to_owned(), id)];
-                assert_eq!(rebuilt, line, "workers={workers}: {id:?} rebuilds");
+                assert_eq!(rebuilt, line, "{name}: {id:?} rebuilds");
             }
         }
         let (kept, _) = &stored[&("t".to_owned(), frame_ids(b, 8)[3])];
-        assert_eq!(
-            kept.template_id, 0,
-            "workers={workers}: the overflow template"
-        );
+        assert_eq!(kept.template_id, 0, "{name}: the overflow template");
         assert_eq!(kept.body.as_deref(), Some(lines(8, 2)[3].as_str()));
         let events = ourios_sinks::read_audit_events(store.inner(), "")
             .await
@@ -233,7 +223,7 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
                 _ => None,
             })
             .collect();
-        assert_eq!(quarantined.len(), 1, "workers={workers}: {quarantined:?}");
+        assert_eq!(quarantined.len(), 1, "{name}: {quarantined:?}");
         assert_eq!(quarantined[0].0, frame_ids(b, 8)[3]);
         assert!(
             quarantined[0].1.contains("miner panicked"),
@@ -246,13 +236,65 @@ async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
         let node = start(cfg.clone(), &store).await;
         cut(&node).await;
         let after = ids_in_store(&store).await;
-        assert!(
-            after.values().all(|n| *n == 1),
-            "workers={workers}: {after:?}"
-        );
+        assert!(after.values().all(|n| *n == 1), "{name}: {after:?}");
         assert_eq!(after.len(), counts.len());
         node.shutdown().await.unwrap();
     }
+}
+
+/// Proves a request of at most `--inline-ingest-bytes` goes to the sink in place and a larger
+/// one to the encode pool. The encode worker is held at its failpoint before it appends
+/// anything. A small request's records are in the record buffers when its ingest returns,
+/// though the worker never moved: they went to the sink on the async worker. A larger
+/// request's batch reaches the held worker and its records are not buffered until it is
+/// released; then a cut publishes both frames, every id once.
+///
+/// Mutation check (each tried): hand every frame to the pool (`inline` in
+/// `mine_batch_ordered` only without a pool) and the first assertion fails, nothing buffered
+/// while the worker is held; ignore the limit, every request in place, and the gate is never
+/// reached: its wait times out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_request_is_handed_to_the_sink_in_place_a_large_one_to_the_pool() {
+    use ourios_sinks::Tenant;
+    use prost::Message;
+    let _scenario = fail::FailScenario::setup();
+    let (small, large) = (lines(5, 1), lines(80, 2));
+    let limit = 2 * request(&small).encoded_len();
+    assert!(request(&large).encoded_len() > 2 * limit);
+    let dir = tempfile::tempdir().unwrap();
+    let store = FaultyStore::new();
+    let node = start(
+        config(dir.path(), |a| a.inline_ingest_bytes = Some(limit)),
+        &store,
+    )
+    .await;
+    let gate = FailGate::hold_at("node::worker::encode", 0);
+
+    let a = ingest(&node, "t", &small).await;
+    assert_eq!(
+        node.core.records().buffered_ids(&Tenant::new("t")),
+        frame_ids(a, 5),
+        "the small request's records were buffered on the ingest path"
+    );
+
+    let b = ingest(&node, "t", &large).await;
+    gate.reached().await;
+    assert_eq!(
+        node.core.records().buffered_ids(&Tenant::new("t")),
+        frame_ids(a, 5),
+        "the large request's records wait for the held encode worker"
+    );
+    gate.release();
+    wait_until("the worker appended the large request's records", || {
+        node.core.records().buffered_ids(&Tenant::new("t")).len() == 85
+    })
+    .await;
+    cut_publishes_frames(&node, &store, "t", &[(a, 5), (b, 80)]).await;
+    let counts = ids_in_store(&store).await;
+    for id in frame_ids(a, 5).into_iter().chain(frame_ids(b, 80)) {
+        assert_eq!(counts.get(&id), Some(&1), "{id:?} stored once");
+    }
+    node.shutdown().await.unwrap();
 }
 
 /// A panic between the detach and the hand-over to the publisher loses nothing: the worker's
@@ -290,7 +332,7 @@ async fn a_panic_between_detach_and_hand_over_requeues_the_detached_partition() 
 /// One encode worker, and a partition target of one byte: every record detaches its own
 /// partition at append.
 fn worker_detaching_every_record(args: &mut ourios_node::ServeArgs) {
-    args.encode_workers = Some(1);
+    through_the_pool(args);
     args.partition_target_bytes = Some(1);
 }
 
@@ -385,24 +427,58 @@ async fn rfc0054_u6_publisher_panic_on_worker_detached_partition_leaves_worker_g
     node.shutdown().await.unwrap();
 }
 
-/// Proves a full encode queue does not stall the runtime's async workers. Small requests are
-/// mined on the async worker that received them; here the encode worker is held at its
-/// failpoint with the first batch and the queue holds one more, so the next requests (of other
-/// tenants: one tenant's frames are mined one at a time) find it full and wait for room. The wait hands each worker's other tasks to another thread
-/// (`pool::may_block`): while requests wait, the node still answers `/metrics` and runs a
-/// spawned task, and once the worker is released every request is acknowledged and every
-/// record reaches the store, once. Without the hand-off two waiting requests take both of the
-/// runtime's workers and nothing else runs until the encode worker moves: a watchdog thread
-/// then releases it after a minute and the test fails.
-/// Mutation check (tried by hand): make `pool::may_block` call `f` directly and the watchdog
-/// fires.
+/// Proves a full publisher queue does not stall the runtime's async workers. A small request
+/// is mined on the async worker that received it and its records go to the sink from there; at
+/// a partition target of one byte each record detaches its partition, which `pool::hand_off`
+/// hands to the publisher. Here the publisher is held at its failpoint with the first
+/// partition and its queue (one byte) holds one more, so the next records, of this and other
+/// tenants' requests, wait for room (counted on `ourios.publisher.budget_waits`). The wait
+/// hands each worker's other tasks to another thread (`pool::may_block`): while requests wait,
+/// the node still answers `/metrics` and runs a spawned task, and once the publisher is
+/// released every request is acknowledged and every record reaches the store, once. Without
+/// the hand-off two waiting requests take both of the runtime's workers and nothing else runs
+/// until the publisher moves: a watchdog thread then releases it after a minute and the test
+/// fails.
+/// Mutation check (by hand): call `coordinator.enqueue` in `pool::hand_off` without
+/// `may_block` and the watchdog fires.
 #[test]
-fn a_full_encode_queue_does_not_stall_the_async_workers() {
-    let stalled = held_encode_worker_scenario(|a| a.encode_queue = Some(1), 4, 2.0);
+fn a_full_publisher_queue_does_not_stall_the_async_workers() {
+    let stalled = held_scenario(
+        "publisher::detached::publish",
+        ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS,
+        |a| {
+            a.partition_target_bytes = Some(1);
+            a.publish_queue_bytes = Some(1);
+        },
+        4,
+        2.0,
+    );
     assert!(
         !stalled,
-        "the async workers stalled behind a full encode queue"
+        "the async workers stalled behind a full publisher queue"
     );
+}
+
+/// A full encode queue holds the requests that wait for it, not the runtime: requests larger
+/// than `--inline-ingest-bytes` (here every one) are mined on blocking threads and handed to
+/// the encode workers. With the worker held at its failpoint with the first batch and the
+/// queue holding one more, the next requests (of other tenants: one tenant's frames are mined
+/// one at a time) wait for room, counted on `ourios.ingest.encode_queue_full`; the node still
+/// runs other tasks, and once the worker is released every request is acknowledged and every
+/// record reaches the store, once.
+#[test]
+fn a_full_encode_queue_holds_requests_not_the_runtime() {
+    let stalled = held_scenario(
+        "node::worker::encode",
+        INGEST_ENCODE_QUEUE_FULL,
+        |a| {
+            through_the_pool(a);
+            a.encode_queue = Some(1);
+        },
+        4,
+        2.0,
+    );
+    assert!(!stalled, "the wait for the encode queue never ended");
 }
 
 /// Proves the encode queue is bounded in bytes as well as in batches: with room for 64 batches
@@ -416,8 +492,11 @@ fn a_full_encode_queue_does_not_stall_the_async_workers() {
 /// permit of 0 bytes) and the watchdog fires.
 #[test]
 fn the_encode_queue_is_bounded_in_bytes() {
-    let stalled = held_encode_worker_scenario(
+    let stalled = held_scenario(
+        "node::worker::encode",
+        INGEST_ENCODE_QUEUE_FULL,
         |a| {
+            through_the_pool(a);
             a.encode_queue = Some(64);
             a.encode_queue_bytes = Some(1);
         },
@@ -427,14 +506,16 @@ fn the_encode_queue_is_bounded_in_bytes() {
     assert!(!stalled, "no batch waited for room in bytes");
 }
 
-/// What both encode-queue tests run: a node (`tweak`ed) on a runtime of 2 workers whose encode
-/// worker is held at its failpoint with the first request's batch; `more` requests of other
-/// tenants (one tenant's frames are mined one at a time) sent behind it, and a wait until
-/// `ourios.ingest.encode_queue_full` has counted `waits` more. While they wait, a spawned task
-/// still runs; then the worker is released, every request is acknowledged and every record
-/// reaches the store, once. Returns whether a watchdog had to release the worker after a minute
-/// because the wait never ended.
-fn held_encode_worker_scenario(
+/// What the queue tests run: a node (`tweak`ed) on a runtime of 2 workers whose thread at
+/// failpoint `held` (the encode worker's, or the publisher's) is held there with the first
+/// request's first item; `more` requests of other tenants (one tenant's frames are mined one at
+/// a time) sent behind it, and a wait until the counter `waits_on` has counted `waits` more.
+/// While they wait, a spawned task still runs; then the thread is released, every request is
+/// acknowledged and every record reaches the store, once. Returns whether a watchdog had to
+/// release it after a minute because the wait never ended.
+fn held_scenario(
+    held: &str,
+    waits_on: &str,
     tweak: impl FnOnce(&mut ourios_node::ServeArgs),
     more: usize,
     waits: f64,
@@ -448,7 +529,7 @@ fn held_encode_worker_scenario(
         .build()
         .unwrap();
     let _scenario = fail::FailScenario::setup();
-    let gate = FailGate::hold_at("node::worker::encode", 0);
+    let gate = FailGate::hold_at(held, 0);
     let (done, finished) = std::sync::mpsc::channel::<()>();
     let stalled = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let watchdog = {
@@ -465,7 +546,7 @@ fn held_encode_worker_scenario(
         let dir = tempfile::tempdir().unwrap();
         let store = FaultyStore::new();
         let node = Arc::new(start(config(dir.path(), tweak), &store).await);
-        let full = metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await;
+        let full = metric(&node, waits_on, &[]).await;
         let send = |salt: usize| {
             let node = Arc::clone(&node);
             let tenant = format!("t{salt}");
@@ -474,7 +555,7 @@ fn held_encode_worker_scenario(
         let mut requests = vec![send(0)];
         gate.reached().await;
         requests.extend((1..=more).map(send));
-        while metric(&node, INGEST_ENCODE_QUEUE_FULL, &[]).await < full + waits
+        while metric(&node, waits_on, &[]).await < full + waits
             && !stalled.load(std::sync::atomic::Ordering::SeqCst)
         {
             tokio::task::yield_now().await;

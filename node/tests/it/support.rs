@@ -75,6 +75,26 @@ pub(crate) fn inline(args: &mut ServeArgs) {
     args.encode_workers = Some(0);
 }
 
+/// Every request mined on a blocking thread and its records handed to the encode pool (one
+/// worker), however small: what a request larger than `--inline-ingest-bytes` takes. By
+/// default a test's small requests are handed to the sink in place, on the async worker.
+pub(crate) fn through_the_pool(args: &mut ServeArgs) {
+    args.encode_workers = Some(1);
+    args.inline_ingest_bytes = Some(0);
+}
+
+/// A change to a test's settings.
+pub(crate) type Tweak = fn(&mut ServeArgs);
+
+/// The three ways a frame's records reach the sink, for the tests that run each: handed to the
+/// encode pool, to the sink in place on the async worker (a small request's way by default), and
+/// with no pool.
+pub(crate) const HANDOFFS: [(&str, Tweak); 3] = [
+    ("pool", through_the_pool),
+    ("in place", |_| {}),
+    ("no pool", inline),
+];
+
 /// One OTLP request carrying `bodies` in order, with a resource and a few attributes.
 pub(crate) fn request(bodies: &[String]) -> ExportLogsServiceRequest {
     let records = bodies
