@@ -169,7 +169,7 @@ async fn a_pool_whose_respawn_fails_requeues_its_queue() {
 /// prefix goes missing), if the panicking line is dropped instead of kept whole (its id is
 /// missing while the frontier passes it), or if the frame is held (the cut stops below it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_both_branches() {
+async fn rfc0054_mine_batch_ordered_panic_keeps_prefix_every_handoff() {
     let _scenario = fail::FailScenario::setup();
     for (name, way) in HANDOFFS {
         let dir = tempfile::tempdir().unwrap();
