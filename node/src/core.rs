@@ -323,9 +323,9 @@ impl Core {
         // canonical bytes, not a third copy.
         let mut lines = otlp::into_lines(request);
         let n = lines.len() as u64;
-        // In place only on a multi-thread runtime: a wait there (a full encode queue) can
-        // hand the worker's other tasks on (`pool::may_block`); a current-thread runtime has no
-        // other thread to hand them to.
+        // In place only on a multi-thread runtime: a wait there (a full publisher queue behind
+        // a detached partition) can hand the worker's other tasks on (`pool::may_block`); a
+        // current-thread runtime has no other thread to hand them to.
         let in_place = core.pool.is_some()
             && canonical.len() <= core.inline_ingest_bytes
             && tokio::runtime::Handle::current().runtime_flavor()
