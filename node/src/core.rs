@@ -261,7 +261,7 @@ impl Core {
     ///
     /// A request of at most `inline_ingest_bytes` canonical bytes is ingested on the async
     /// worker that received it: it awaits durability and its turn, is mined in place and its
-    /// records go to the sink from there ([`Handoff::InPlace`]), so it costs no thread
+    /// records go to the sink from there (`Handoff::InPlace`), so it costs no thread
     /// hand-off. A larger one goes to the blocking pool, whose threads can mine for
     /// milliseconds without stalling the runtime's workers, and its records to the encode
     /// workers, so its acknowledgement does not wait for their append.
