@@ -580,7 +580,7 @@ impl Core {
         // The one unwind arm: the prefix goes to the sink first, whatever happened.
         // (Only the pool branch collects into `out`; the inline branch handed each record off.)
         match &self.pool {
-            Some(pool) if !inline && !out.is_empty() => pool.submit(out, guard),
+            Some(pool) if !out.is_empty() => pool.submit(out, guard),
             _ => drop(guard),
         }
         match result {
