@@ -4,7 +4,9 @@
 //!
 //! Criterion measures each case; a custom pass afterwards times the same path with
 //! `std::time::Instant` and prints records/s, MB/s (estimated in-memory record bytes) and the
-//! ratio of ZSTD to the uncompressed reference measured in the same run.
+//! ratio of ZSTD to the uncompressed reference measured in the same run. Then the record file
+//! writer's properties against two baselines in the same run: a dictionary on every column,
+//! and statistics on every column.
 //!
 //! Run: `cargo xtask bench sink_write` (or `cargo bench -p ourios-sinks --bench sink_write`)
 //! (about 40 s after the build).
@@ -243,7 +245,30 @@ fn median(mut samples: Vec<f64>) -> f64 {
 /// records in the same run.
 fn dictionary_ratio(reps: usize) {
     let records: Vec<LogRecord> = (0..10_000).map(log_record).collect();
-    let file = ourios_sinks::encode_records(&records, true).unwrap();
+    let batch = read_back(&records);
+    let ours = ourios_sinks::record_writer_properties(true);
+    // The baseline differs from ours only in the dictionaries it turns back on.
+    let every = ourios_sinks::PLAIN_COLUMNS
+        .iter()
+        .fold(ours.clone().into_builder(), |b, &c| {
+            b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c), true)
+        })
+        .build();
+    let (base, base_size, now, now_size) = alternate(&batch, &every, &ours, reps);
+    println!(
+        "\nrecord file writer, 10 000 log-shaped records (12 attributes, 1 in 10 with its body), 1 core, median of {reps} runs:\n  \
+         dictionary on every column (baseline) {:.1} ms, {base_size} bytes | \
+         none on the unique columns {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
+        base * 1e3,
+        now * 1e3,
+        base / now,
+        now_size as f64 / base_size as f64,
+    );
+}
+
+/// `records` as the record file's Arrow batch, read back from the file the sink writes.
+fn read_back(records: &[LogRecord]) -> arrow_array::RecordBatch {
+    let file = ourios_sinks::encode_records(records, true).unwrap();
     let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
         bytes::Bytes::from(file),
     )
@@ -253,31 +278,68 @@ fn dictionary_ratio(reps: usize) {
     .unwrap();
     let mut batches: Vec<_> = reader.map(Result::unwrap).collect();
     assert_eq!(batches.len(), 1, "read back in one batch");
-    let batch = batches.pop().unwrap();
-    let ours = ourios_sinks::record_writer_properties(true);
-    // The baseline differs from ours only in the dictionaries it turns back on.
-    let every = ourios_sinks::PLAIN_COLUMNS
-        .iter()
-        .fold(ours.clone().into_builder(), |b, &c| {
-            b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c), true)
-        })
-        .build();
-    // Alternated, so neither side is always the warmer one.
+    batches.pop().unwrap()
+}
+
+/// Writes `batch` with the `baseline` and the `ours` properties alternately, `reps` times each
+/// (so neither side is always the warmer one): the median seconds and the file size of each.
+fn alternate(
+    batch: &arrow_array::RecordBatch,
+    baseline: &parquet::file::properties::WriterProperties,
+    ours: &parquet::file::properties::WriterProperties,
+    reps: usize,
+) -> (f64, usize, f64, usize) {
     let (mut base, mut now) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
     let (mut base_size, mut now_size) = (0, 0);
     for _ in 0..reps {
-        let (secs, size) = write_once(&batch, &every);
+        let (secs, size) = write_once(batch, baseline);
         base.push(secs);
         base_size = size;
-        let (secs, size) = write_once(&batch, &ours);
+        let (secs, size) = write_once(batch, ours);
         now.push(secs);
         now_size = size;
     }
-    let (base, now) = (median(base), median(now));
+    (median(base), base_size, median(now), now_size)
+}
+
+/// The record files' writer properties (no statistics on the columns no reader prunes on)
+/// against the baseline of statistics on every column, writing the same Arrow batch of
+/// log-shaped records, each with one of four resources' six attributes, in the same run.
+fn statistics_ratio(reps: usize) {
+    let resources: Vec<ourios_sinks::SharedAttributes> = (0..4)
+        .map(|r| {
+            (0..6)
+                .map(|k| (format!("resource.key.{k}"), format!("resource-{r}-{k}")))
+                .collect::<Vec<_>>()
+                .into()
+        })
+        .collect();
+    let records: Vec<LogRecord> = (0..10_000u64)
+        .map(|i| LogRecord {
+            resource_attributes: Arc::clone(&resources[(i % 4) as usize]),
+            ..log_record(i)
+        })
+        .collect();
+    let batch = read_back(&records);
+    let ours = ourios_sinks::record_writer_properties(true);
+    // The baseline differs from ours only in the statistics it turns back on.
+    let every = ourios_sinks::UNPRUNED_COLUMNS
+        .iter()
+        .fold(ours.clone().into_builder(), |b, &c| {
+            let path = parquet::schema::types::ColumnPath::from(
+                c.split('.').map(str::to_owned).collect::<Vec<_>>(),
+            );
+            b.set_column_statistics_enabled(
+                path,
+                parquet::file::properties::EnabledStatistics::Page,
+            )
+        })
+        .build();
+    let (base, base_size, now, now_size) = alternate(&batch, &every, &ours, reps);
     println!(
-        "\nrecord file writer, 10 000 log-shaped records (12 attributes, 1 in 10 with its body), 1 core, median of {reps} runs:\n  \
-         dictionary on every column (baseline) {:.1} ms, {base_size} bytes | \
-         none on the unique columns {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
+        "\nrecord file writer, 10 000 log-shaped records (12 attributes, 6 resource attributes), 1 core, median of {reps} runs:\n  \
+         statistics on every column (baseline) {:.1} ms, {base_size} bytes | \
+         none on the unpruned columns {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
         base * 1e3,
         now * 1e3,
         base / now,
@@ -296,4 +358,5 @@ fn main() {
     c.final_summary();
     ratios(if test_mode { 1 } else { 15 });
     dictionary_ratio(if test_mode { 1 } else { 15 });
+    statistics_ratio(if test_mode { 1 } else { 15 });
 }

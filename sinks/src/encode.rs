@@ -20,7 +20,7 @@ use arrow_schema::{ArrowError, Field, Schema, SchemaRef};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::errors::ParquetError;
-use parquet::file::properties::{WriterProperties, WriterPropertiesBuilder};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesBuilder};
 use parquet::schema::types::ColumnPath;
 
 use crate::audit::{AuditEvent, AuditKind};
@@ -154,12 +154,32 @@ pub const PLAIN_COLUMNS: [&str; 5] = [
     columns::RECORD_INDEX,
 ];
 
-/// The properties record files are written with: ZSTD (default level) or uncompressed, and no
-/// dictionary on [`PLAIN_COLUMNS`].
+/// Record columns written without min/max statistics: no reader prunes on them.
+///
+/// Statistics pay off on the columns a scan filters by (`time`, `severity_number`, the tenant
+/// and template columns): a row group or page whose range misses the filter is skipped. On a
+/// string column nobody prunes by, the writer compares every value against the running minimum
+/// and maximum of its page and chunk for nothing; on a map or list it cannot even be used (no
+/// reader prunes on a nested column's leaves). A record's attributes are most of its strings.
+pub const UNPRUNED_COLUMNS: [&str; 6] = [
+    "params.list.item",
+    columns::BODY,
+    "attributes.entries.keys",
+    "attributes.entries.values",
+    "resource_attributes.entries.keys",
+    "resource_attributes.entries.values",
+];
+
+/// The properties record files are written with: ZSTD (default level) or uncompressed, no
+/// dictionary on [`PLAIN_COLUMNS`] and no statistics on [`UNPRUNED_COLUMNS`].
 pub fn record_writer_properties(zstd: bool) -> WriterProperties {
     let mut builder = properties_builder(zstd);
     for column in PLAIN_COLUMNS {
         builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
+    }
+    for column in UNPRUNED_COLUMNS {
+        let path = ColumnPath::from(column.split('.').map(str::to_owned).collect::<Vec<_>>());
+        builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
     }
     builder.build()
 }
@@ -205,10 +225,25 @@ pub fn validate_record(record: &LogRecord) -> Result<(), EncodeError> {
     Ok(())
 }
 
+/// A map column of `rows`, its builders sized up front (one pass to count, none to regrow).
 fn string_map<'a>(
-    rows: impl Iterator<Item = &'a [(String, String)]>,
+    rows: impl Iterator<Item = &'a [(String, String)]> + Clone,
 ) -> Result<ArrayRef, ArrowError> {
-    let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
+    let (mut rows_n, mut pairs_n, mut key_bytes, mut value_bytes) = (0, 0, 0, 0);
+    for pairs in rows.clone() {
+        rows_n += 1;
+        pairs_n += pairs.len();
+        for (k, v) in pairs {
+            key_bytes += k.len();
+            value_bytes += v.len();
+        }
+    }
+    let mut b = MapBuilder::with_capacity(
+        None,
+        StringBuilder::with_capacity(pairs_n, key_bytes),
+        StringBuilder::with_capacity(pairs_n, value_bytes),
+        rows_n,
+    );
     for pairs in rows {
         for (k, v) in pairs {
             b.keys().append_value(k);
@@ -240,7 +275,14 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         time.append_option(nanos_i64(r.time_unix_nano));
         observed.append_option(nanos_i64(r.observed_time_unix_nano));
     }
-    let mut params = ListBuilder::new(StringBuilder::new());
+    let (params_n, params_bytes) = records
+        .iter()
+        .flat_map(|r| &r.params)
+        .fold((0, 0), |(n, b), p| (n + 1, b + p.len()));
+    let mut params = ListBuilder::with_capacity(
+        StringBuilder::with_capacity(params_n, params_bytes),
+        records.len(),
+    );
     for r in records {
         for p in &r.params {
             params.values().append_value(p);
@@ -683,7 +725,7 @@ mod tests {
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     use super::*;
-    use crate::types::Tenant;
+    use crate::types::{SharedAttributes, Tenant};
 
     fn record(lsn: u64, body: String) -> LogRecord {
         LogRecord {
@@ -778,6 +820,48 @@ mod tests {
                 crate::read::read_records(&store, "").await.unwrap()
             });
         assert_eq!(back, records, "the records read back byte for byte");
+    }
+
+    /// The columns no reader prunes on are written without statistics, the ones a scan filters
+    /// by keep theirs; every name in `UNPRUNED_COLUMNS` is a leaf column of the record file (a
+    /// renamed column would otherwise silently get its statistics back).
+    /// Mutation check (by hand): with the statistics loop in `record_writer_properties`
+    /// emptied, this fails on `params.list.item` carrying statistics.
+    #[test]
+    fn unpruned_columns_are_written_without_statistics() {
+        let shared: SharedAttributes =
+            Arc::from(vec![("service.name".to_owned(), "api".to_owned())]);
+        let records: Vec<LogRecord> = (1..=50)
+            .map(|i| LogRecord {
+                resource_attributes: Arc::clone(&shared),
+                time_unix_nano: 1_700_000_000_000_000_000 + i,
+                ..record(i, format!("request {i}"))
+            })
+            .collect();
+        let bytes = bytes::Bytes::from(encode_records(&records, true).unwrap());
+        let reader = SerializedFileReader::new(bytes).unwrap();
+        let group = reader.metadata().row_group(0);
+        let statistics_of = |name: &str| {
+            group
+                .columns()
+                .iter()
+                .find(|c| c.column_path().string() == name)
+                .unwrap_or_else(|| panic!("no leaf column `{name}` in the record file"))
+                .statistics()
+                .is_some()
+        };
+        for name in UNPRUNED_COLUMNS {
+            assert!(!statistics_of(name), "`{name}` was written with statistics");
+        }
+        for name in [
+            columns::TIME,
+            columns::OBSERVED_TIME,
+            columns::SEVERITY_NUMBER,
+            columns::TENANT,
+            columns::TEMPLATE_ID,
+        ] {
+            assert!(statistics_of(name), "`{name}` lost its statistics");
+        }
     }
 
     /// Chunks cover the records in order, each within the limit unless it is one record.
