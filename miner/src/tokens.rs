@@ -188,6 +188,12 @@ impl<'a> LineView<'a> {
         &self.line[self.t.seps[i].clone()]
     }
 
+    /// [`LineView::sep`]'s bytes, without the check that its ends are character boundaries
+    /// (they are: `fill` cuts only there).
+    pub(crate) fn sep_bytes(&self, i: usize) -> &'a [u8] {
+        &self.line.as_bytes()[self.t.seps[i].clone()]
+    }
+
     pub(crate) fn token(&self, i: usize) -> &'a str {
         &self.line[self.t.toks[i].range.clone()]
     }
