@@ -766,6 +766,7 @@ fn short_eq(a: &[u8], b: &[u8]) -> bool {
             a == b
         }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
