@@ -225,25 +225,10 @@ pub fn validate_record(record: &LogRecord) -> Result<(), EncodeError> {
     Ok(())
 }
 
-/// A map column of `rows`, its builders sized up front (one pass to count, none to regrow).
 fn string_map<'a>(
-    rows: impl Iterator<Item = &'a [(String, String)]> + Clone,
+    rows: impl Iterator<Item = &'a [(String, String)]>,
 ) -> Result<ArrayRef, ArrowError> {
-    let (mut rows_n, mut pairs_n, mut key_bytes, mut value_bytes) = (0, 0, 0, 0);
-    for pairs in rows.clone() {
-        rows_n += 1;
-        pairs_n += pairs.len();
-        for (k, v) in pairs {
-            key_bytes += k.len();
-            value_bytes += v.len();
-        }
-    }
-    let mut b = MapBuilder::with_capacity(
-        None,
-        StringBuilder::with_capacity(pairs_n, key_bytes),
-        StringBuilder::with_capacity(pairs_n, value_bytes),
-        rows_n,
-    );
+    let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
     for pairs in rows {
         for (k, v) in pairs {
             b.keys().append_value(k);
@@ -275,14 +260,7 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         time.append_option(nanos_i64(r.time_unix_nano));
         observed.append_option(nanos_i64(r.observed_time_unix_nano));
     }
-    let (params_n, params_bytes) = records
-        .iter()
-        .flat_map(|r| &r.params)
-        .fold((0, 0), |(n, b), p| (n + 1, b + p.len()));
-    let mut params = ListBuilder::with_capacity(
-        StringBuilder::with_capacity(params_n, params_bytes),
-        records.len(),
-    );
+    let mut params = ListBuilder::new(StringBuilder::new());
     for r in records {
         for p in &r.params {
             params.values().append_value(p);
