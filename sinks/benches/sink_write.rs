@@ -254,15 +254,12 @@ fn dictionary_ratio(reps: usize) {
             b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c), true)
         })
         .build();
-    let (base, base_size, now, now_size) = alternate(&batch, &every, &ours, reps);
-    println!(
-        "\nrecord file writer, 10 000 log-shaped records (12 attributes, 1 in 10 with its body), 1 core, median of {reps} runs:\n  \
-         dictionary on every column (baseline) {:.1} ms, {base_size} bytes | \
-         none on the unique columns {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
-        base * 1e3,
-        now * 1e3,
-        base / now,
-        now_size as f64 / base_size as f64,
+    compare(
+        "12 attributes, 1 in 10 with its body",
+        ("dictionary on every column", &every),
+        ("none on the unique columns", &ours),
+        &batch,
+        reps,
     );
 }
 
@@ -281,14 +278,16 @@ fn read_back(records: &[LogRecord]) -> arrow_array::RecordBatch {
     batches.pop().unwrap()
 }
 
-/// Writes `batch` with the `baseline` and the `ours` properties alternately, `reps` times each
-/// (so neither side is always the warmer one): the median seconds and the file size of each.
-fn alternate(
+/// Writes `batch` (10 000 records, `shape`) with the baseline's and our properties alternately,
+/// `reps` times each (so neither side is always the warmer one), and prints the median time
+/// and the file size of each, the speedup and the size ratio.
+fn compare(
+    shape: &str,
+    (baseline_name, baseline): (&str, &parquet::file::properties::WriterProperties),
+    (ours_name, ours): (&str, &parquet::file::properties::WriterProperties),
     batch: &arrow_array::RecordBatch,
-    baseline: &parquet::file::properties::WriterProperties,
-    ours: &parquet::file::properties::WriterProperties,
     reps: usize,
-) -> (f64, usize, f64, usize) {
+) {
     let (mut base, mut now) = (Vec::with_capacity(reps), Vec::with_capacity(reps));
     let (mut base_size, mut now_size) = (0, 0);
     for _ in 0..reps {
@@ -299,7 +298,16 @@ fn alternate(
         now.push(secs);
         now_size = size;
     }
-    (median(base), base_size, median(now), now_size)
+    let (base, now) = (median(base), median(now));
+    println!(
+        "\nrecord file writer, 10 000 log-shaped records ({shape}), 1 core, median of {reps} runs:\n  \
+         {baseline_name} (baseline) {:.1} ms, {base_size} bytes | \
+         {ours_name} {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
+        base * 1e3,
+        now * 1e3,
+        base / now,
+        now_size as f64 / base_size as f64,
+    );
 }
 
 /// The record files' writer properties (no statistics on the columns no reader prunes on)
@@ -335,15 +343,12 @@ fn statistics_ratio(reps: usize) {
             )
         })
         .build();
-    let (base, base_size, now, now_size) = alternate(&batch, &every, &ours, reps);
-    println!(
-        "\nrecord file writer, 10 000 log-shaped records (12 attributes, 6 resource attributes), 1 core, median of {reps} runs:\n  \
-         statistics on every column (baseline) {:.1} ms, {base_size} bytes | \
-         none on the unpruned columns {:.1} ms, {now_size} bytes | speedup {:.2}x, size ratio {:.3}",
-        base * 1e3,
-        now * 1e3,
-        base / now,
-        now_size as f64 / base_size as f64,
+    compare(
+        "12 attributes, 6 resource attributes",
+        ("statistics on every column", &every),
+        ("none on the unpruned columns", &ours),
+        &batch,
+        reps,
     );
 }
 
