@@ -13,7 +13,9 @@ use ourios_barrier::{Barrier, PublishOutcome};
 use ourios_miner::{AuditEventKind, Clock, MinerConfig, TenantMiner};
 use ourios_publisher::PublishCoordinator;
 use ourios_recoverable::{lock, panic_message};
-use ourios_sinks::{AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant};
+use ourios_sinks::{
+    Attributes, AuditEvent, AuditKind, LogRecord, RecordId, SharedParquetSink, Tenant,
+};
 use ourios_wal::{Lsn, Stamp, TenantId, Wal};
 
 use crate::metrics;
@@ -994,7 +996,7 @@ pub(crate) fn audit_event(event: ourios_miner::AuditEvent) -> AuditEvent {
 #[derive(Debug, Default)]
 pub(crate) struct Owned {
     severity_text: String,
-    attributes: Vec<(String, String)>,
+    attributes: Attributes,
 }
 
 impl Owned {
@@ -1047,7 +1049,7 @@ pub(crate) fn log_record(
 
 /// The (time, observed time) a record is stored under, both storable, with any value replaced
 /// kept in `attributes` and counted on `ourios.ingest.time_substituted{reason}`.
-fn place_in_time(line: &Line, attributes: &mut Vec<(String, String)>) -> (u64, u64) {
+fn place_in_time(line: &Line, attributes: &mut Attributes) -> (u64, u64) {
     let substituted = |reason: &'static str| {
         ::metrics::counter!(metrics::TIME_SUBSTITUTED, "reason" => reason).increment(1);
     };
@@ -1057,7 +1059,7 @@ fn place_in_time(line: &Line, attributes: &mut Vec<(String, String)>) -> (u64, u
         time
     } else {
         if time != 0 {
-            attributes.push((otlp::ORIGINAL_TIME_ATTRIBUTE.to_owned(), time.to_string()));
+            attributes.push(otlp::ORIGINAL_TIME_ATTRIBUTE, &time.to_string());
             substituted("time_out_of_range");
         }
         if observed_ok {
@@ -1071,10 +1073,10 @@ fn place_in_time(line: &Line, attributes: &mut Vec<(String, String)>) -> (u64, u
     let observed = if observed_ok || observed == 0 {
         observed
     } else {
-        attributes.push((
-            otlp::ORIGINAL_OBSERVED_TIME_ATTRIBUTE.to_owned(),
-            observed.to_string(),
-        ));
+        attributes.push(
+            otlp::ORIGINAL_OBSERVED_TIME_ATTRIBUTE,
+            &observed.to_string(),
+        );
         substituted("observed_out_of_range");
         placed
     };

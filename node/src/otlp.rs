@@ -338,7 +338,7 @@ pub struct Line {
     /// The body rendered as text: the line that is mined.
     pub body: String,
     /// Record attributes rendered as text.
-    pub attributes: Vec<(String, String)>,
+    pub attributes: ourios_sinks::Attributes,
     /// Resource attributes rendered as text: one copy per resource, shared by its lines.
     pub resource_attributes: ourios_sinks::SharedAttributes,
     /// Trace id, when exactly 16 bytes were sent.
@@ -366,7 +366,7 @@ pub fn into_lines(request: ExportLogsServiceRequest) -> Vec<Line> {
                     severity_number: r.severity_number,
                     severity_text: r.severity_text,
                     body: r.body.map(into_text).unwrap_or_default(),
-                    attributes: into_attributes(r.attributes),
+                    attributes: record_attributes(r.attributes),
                     resource_attributes: std::sync::Arc::clone(&resource_attributes),
                     trace_id: r.trace_id.as_slice().try_into().ok(),
                     span_id: r.span_id.as_slice().try_into().ok(),
@@ -380,6 +380,33 @@ pub fn into_lines(request: ExportLogsServiceRequest) -> Vec<Line> {
 /// [`into_lines`] of a request the caller keeps.
 pub fn flatten(request: &ExportLogsServiceRequest) -> Vec<Line> {
     into_lines(request.clone())
+}
+
+/// A record's attributes as text in one buffer (a string value copied once, then freed here,
+/// on the thread that decoded it).
+fn record_attributes(kvs: Vec<KeyValue>) -> ourios_sinks::Attributes {
+    let text_bytes = kvs
+        .iter()
+        .map(|kv| kv.key.len() + kv.value.as_ref().map_or(0, text_len_hint))
+        .sum();
+    let mut out = ourios_sinks::Attributes::with_capacity(kvs.len(), text_bytes);
+    for kv in kvs {
+        match kv.value.and_then(|v| v.value) {
+            Some(any_value::Value::StringValue(s)) => out.push(&kv.key, &s),
+            None => out.push(&kv.key, ""),
+            Some(other) => out.push(&kv.key, &render_value(&AnyValue { value: Some(other) })),
+        }
+    }
+    out
+}
+
+/// About the bytes `render_value` gives `v`: exact for a string, a guess for the rest (the
+/// buffer grows if it is short).
+fn text_len_hint(v: &AnyValue) -> usize {
+    match &v.value {
+        Some(any_value::Value::StringValue(s)) => s.len(),
+        _ => 8,
+    }
 }
 
 fn into_attributes(kvs: Vec<KeyValue>) -> Vec<(String, String)> {

@@ -49,7 +49,7 @@ fn records(watermark: u64) -> Vec<Vec<LogRecord>> {
                     template_version: 1,
                     params: vec![format!("{i}"), format!("10.0.{}.{}", p, i % 250)],
                     body: None,
-                    attributes: vec![],
+                    attributes: Default::default(),
                     resource_attributes: Default::default(),
                     trace_id: None,
                     span_id: None,

@@ -39,7 +39,7 @@ fn record(i: u64) -> LogRecord {
         template_version: 1,
         params: vec![format!("user-{}", i % 5_000)],
         body: None,
-        attributes: vec![],
+        attributes: Default::default(),
         resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,

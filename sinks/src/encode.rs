@@ -225,8 +225,8 @@ pub fn validate_record(record: &LogRecord) -> Result<(), EncodeError> {
     Ok(())
 }
 
-fn string_map<'a>(
-    rows: impl Iterator<Item = &'a [(String, String)]>,
+fn string_map<'a, P: IntoIterator<Item = (&'a str, &'a str)>>(
+    rows: impl Iterator<Item = P>,
 ) -> Result<ArrayRef, ArrowError> {
     let mut b = MapBuilder::new(None, StringBuilder::new(), StringBuilder::new());
     for pairs in rows {
@@ -359,12 +359,16 @@ pub(crate) fn record_batch(records: &[LogRecord]) -> Result<RecordBatch, EncodeE
         ),
         (
             columns::ATTRIBUTES,
-            string_map(records.iter().map(|r| r.attributes.as_slice()))?,
+            string_map(records.iter().map(|r| &r.attributes))?,
             false,
         ),
         (
             columns::RESOURCE_ATTRIBUTES,
-            string_map(records.iter().map(|r| &*r.resource_attributes))?,
+            string_map(records.iter().map(|r| {
+                r.resource_attributes
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+            }))?,
             false,
         ),
         (columns::TRACE_ID, Arc::new(trace.finish()), true),
@@ -719,7 +723,7 @@ mod tests {
             template_version: 0,
             params: vec![format!("p{lsn}")],
             body: Some(body),
-            attributes: vec![("k".to_owned(), lsn.to_string())],
+            attributes: [("k".to_owned(), lsn.to_string())].into_iter().collect(),
             resource_attributes: Default::default(),
             trace_id: None,
             span_id: None,

@@ -152,7 +152,7 @@ pub async fn read_record_ids(
     Ok(ids)
 }
 
-fn string_pairs(map: &arrow_array::MapArray, row: usize) -> Vec<(String, String)> {
+fn string_pairs<T: FromIterator<(String, String)>>(map: &arrow_array::MapArray, row: usize) -> T {
     let entries = map.value(row);
     let keys = entries.column(0).as_string::<i32>();
     let values = entries.column(1).as_string::<i32>();
@@ -222,7 +222,7 @@ pub async fn read_records(
                     params: (0..p.len()).map(|j| p.value(j).to_owned()).collect(),
                     body: opt(body.is_valid(i), body.value(i).to_owned()),
                     attributes: string_pairs(attrs, i),
-                    resource_attributes: string_pairs(rattrs, i).into(),
+                    resource_attributes: string_pairs::<Vec<_>>(rattrs, i).into(),
                     trace_id: if trace.is_valid(i) {
                         trace.value(i).try_into().ok()
                     } else {

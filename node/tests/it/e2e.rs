@@ -27,7 +27,7 @@ pub(crate) struct Sent {
     observed: u64,
     severity_number: i32,
     severity_text: String,
-    attributes: Vec<(String, String)>,
+    attributes: ourios_sinks::Attributes,
     resource_attributes: Vec<(String, String)>,
     trace_id: Option<[u8; 16]>,
     span_id: Option<[u8; 8]>,

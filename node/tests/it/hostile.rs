@@ -78,8 +78,8 @@ async fn hostile_out_of_range_times_are_placed_and_published() {
     let attr = |r: &ourios_sinks::LogRecord, k: &str| {
         r.attributes
             .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.clone())
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.to_owned())
     };
     let original_time = ourios_node::otlp::ORIGINAL_TIME_ATTRIBUTE;
     let original_observed = ourios_node::otlp::ORIGINAL_OBSERVED_TIME_ATTRIBUTE;

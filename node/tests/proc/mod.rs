@@ -205,8 +205,8 @@ pub(crate) fn read_store(store_dir: &Path, key_attribute: &str) -> StoreContents
         let Some(key) = r
             .attributes
             .iter()
-            .find(|(k, _)| k == key_attribute)
-            .map(|(_, v)| v.clone())
+            .find(|(k, _)| *k == key_attribute)
+            .map(|(_, v)| v.to_owned())
         else {
             unkeyed += 1;
             continue;

@@ -337,7 +337,7 @@ pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u
         template_version: 1,
         params: vec![format!("{lsn}-{index}")],
         body: None,
-        attributes: vec![],
+        attributes: Default::default(),
         resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,

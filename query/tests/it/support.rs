@@ -114,7 +114,7 @@ impl Writer {
                 template_version: mined.record.template_version,
                 params: mined.record.params,
                 body: mined.record.body,
-                attributes: l.attributes.clone(),
+                attributes: l.attributes.clone().into(),
                 resource_attributes: resource.into(),
                 trace_id: None,
                 span_id: None,

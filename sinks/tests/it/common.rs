@@ -56,7 +56,7 @@ pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64)
         template_version: 1,
         params: vec![format!("p{lsn}-{index}")],
         body: None,
-        attributes: vec![],
+        attributes: Default::default(),
         resource_attributes: Default::default(),
         trace_id: None,
         span_id: None,

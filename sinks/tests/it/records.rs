@@ -179,7 +179,7 @@ fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
         });
         let full = LogRecord {
             body: Some("user 42 logged in".into()),
-            attributes: vec![("k".into(), "v".into()), ("k2".into(), "".into())],
+            attributes: [("k", "v"), ("k2", "")].into_iter().collect(),
             resource_attributes: vec![("service.name".into(), "api".into())].into(),
             trace_id: Some([7; 16]),
             span_id: Some([9; 8]),
