@@ -180,7 +180,7 @@ fn attributed_request(records: usize, attributes: usize) -> ExportLogsServiceReq
 /// and again into each record, they cost 75 allocations per record; moved into the record as
 /// `(String, String)` pairs, 6 allocations per record and 38 live ones.
 #[test]
-fn ingest_moves_a_records_strings_instead_of_copying_them() {
+fn ingest_neither_copies_nor_scatters_a_records_strings() {
     let _serial = SERIAL
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
