@@ -391,11 +391,7 @@ fn record_attributes(kvs: Vec<KeyValue>) -> ourios_sinks::Attributes {
         .sum();
     let mut out = ourios_sinks::Attributes::with_capacity(kvs.len(), text_bytes);
     for kv in kvs {
-        match kv.value.and_then(|v| v.value) {
-            Some(any_value::Value::StringValue(s)) => out.push(&kv.key, &s),
-            None => out.push(&kv.key, ""),
-            Some(other) => out.push(&kv.key, &render_value(&AnyValue { value: Some(other) })),
-        }
+        out.push(&kv.key, &kv.value.map(into_text).unwrap_or_default());
     }
     out
 }

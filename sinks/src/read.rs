@@ -14,7 +14,7 @@ use parquet::errors::ParquetError;
 
 use crate::audit::{AuditEvent, AuditKind};
 use crate::encode::{audit_columns as ac, columns as rc};
-use crate::types::{LogRecord, RecordId, Tenant};
+use crate::types::{Attributes, LogRecord, RecordId, Tenant};
 
 /// Why reading a store back failed.
 #[derive(Debug, thiserror::Error)]
@@ -152,12 +152,13 @@ pub async fn read_record_ids(
     Ok(ids)
 }
 
-fn string_pairs<T: FromIterator<(String, String)>>(map: &arrow_array::MapArray, row: usize) -> T {
+/// The key and value pairs of `map`'s row `row`, copied from its arrays once.
+fn string_pairs(map: &arrow_array::MapArray, row: usize) -> Attributes {
     let entries = map.value(row);
     let keys = entries.column(0).as_string::<i32>();
     let values = entries.column(1).as_string::<i32>();
     (0..entries.len())
-        .map(|i| (keys.value(i).to_owned(), values.value(i).to_owned()))
+        .map(|i| (keys.value(i), values.value(i)))
         .collect()
 }
 
@@ -222,7 +223,10 @@ pub async fn read_records(
                     params: (0..p.len()).map(|j| p.value(j).to_owned()).collect(),
                     body: opt(body.is_valid(i), body.value(i).to_owned()),
                     attributes: string_pairs(attrs, i),
-                    resource_attributes: string_pairs::<Vec<_>>(rattrs, i).into(),
+                    resource_attributes: string_pairs(rattrs, i)
+                        .iter()
+                        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                        .collect(),
                     trace_id: if trace.is_valid(i) {
                         trace.value(i).try_into().ok()
                     } else {

@@ -190,11 +190,6 @@ impl Attributes {
         self.ends.is_empty()
     }
 
-    /// The bytes of every key and value together.
-    pub fn text_len(&self) -> usize {
-        self.text.len()
-    }
-
     /// The `i`th pair.
     pub fn get(&self, i: usize) -> Option<(&str, &str)> {
         let &(key_end, value_end) = self.ends.get(i)?;
