@@ -941,17 +941,4 @@ mod tests {
         assert_eq!(lsns, (1..=n).collect::<Vec<_>>());
         assert!(groups >= 1);
     }
-
-    /// A panic inside the encode is returned as an error, not unwound into the caller.
-    #[test]
-    fn an_encoder_panic_is_an_encode_error() {
-        let scenario = fail::FailScenario::setup();
-        fail::cfg("sinks::encode::records", "1*panic->off").unwrap();
-        let err = encode_records(&[record(1, "a".to_owned())], true).unwrap_err();
-        assert!(matches!(err, EncodeError::Panicked { .. }), "{err:?}");
-        assert_eq!(err.error_type(), "encoder_panic");
-        assert!(err.to_string().contains("sinks::encode::records"), "{err}");
-        assert!(encode_records(&[record(1, "a".to_owned())], true).is_ok());
-        drop(scenario);
-    }
 }

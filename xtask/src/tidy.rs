@@ -240,3 +240,121 @@ fn tidy_every_metric_is_in_the_readme() {
         }
     }
 }
+
+/// Failpoints are process-wide: a test that configures one fires it in every other test of the
+/// same binary that passes it. So a crate's unit tests configure none (move such a test to
+/// `tests/it`), and in an integration-test binary that configures one, every test takes the
+/// binary's failpoint guard (`FailScenario::setup`, the `FAILPOINTS` lock, or a `Rig`, which
+/// takes one), in its own body or in a helper of the same file it calls.
+///
+/// Reasoned mutation (not run as a mutant): delete the `FailScenario::setup()` line of any test
+/// in `node/tests/it` and this fails naming it; it found
+/// `e2e::acknowledged_requests_are_counted_on_metrics`, whose node had fired another test's
+/// `node::cut::before_stamp` panic.
+#[test]
+fn tidy_failpoint_tests_take_the_guard() {
+    const GUARDS: &[&str] = &["FailScenario::setup", "FAILPOINTS", "Rig::"];
+    let mut unguarded = Vec::new();
+    for krate in CRATES {
+        let mut sources = Vec::new();
+        rust_files(&root().join(krate).join("src"), &mut sources);
+        for file in &sources {
+            let text = std::fs::read_to_string(file).unwrap();
+            assert!(
+                !text.contains("fail::cfg("),
+                "{} configures a failpoint in a unit test; move the test to tests/it",
+                file.display()
+            );
+        }
+        // A test binary is a `tests/*.rs` file or a `tests/*/` folder.
+        let Ok(entries) = std::fs::read_dir(root().join(krate).join("tests")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let mut files = Vec::new();
+            if entry.path().is_dir() {
+                rust_files(&entry.path(), &mut files);
+            } else if entry.path().extension().is_some_and(|e| e == "rs") {
+                files.push(entry.path());
+            }
+            let texts: Vec<(PathBuf, String)> = files
+                .into_iter()
+                .map(|f| {
+                    let text = std::fs::read_to_string(&f).unwrap();
+                    (f, text)
+                })
+                .collect();
+            if !texts.iter().any(|(_, t)| t.contains("fail::cfg(")) {
+                continue;
+            }
+            for (file, text) in &texts {
+                let fns = functions(text);
+                for (name, body, is_test) in &fns {
+                    if *is_test && !guarded(body, &fns, GUARDS, &mut Vec::new()) {
+                        unguarded.push(format!("{}: {name}", file.display()));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        unguarded.is_empty(),
+        "tests that run beside configured failpoints without their guard: {unguarded:?}"
+    );
+}
+
+/// Each top-level `fn` of a file: its name, its body (to the next `}` in the first column) and
+/// whether a test attribute stands above it.
+fn functions(text: &str) -> Vec<(String, String, bool)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        let head = line
+            .strip_prefix("async fn ")
+            .or_else(|| line.strip_prefix("fn "))
+            .or_else(|| line.strip_prefix("pub(crate) fn "))
+            .or_else(|| line.strip_prefix("pub(crate) async fn "));
+        let Some(head) = head else {
+            i += 1;
+            continue;
+        };
+        let name: String = head
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let is_test = lines[..i]
+            .iter()
+            .rev()
+            .take_while(|l| l.starts_with("#[") || l.starts_with("///"))
+            .any(|l| l.starts_with("#[test]") || l.starts_with("#[tokio::test"));
+        let end = (i..lines.len())
+            .find(|&j| lines[j] == "}")
+            .unwrap_or(lines.len() - 1);
+        out.push((name, lines[i..=end].join("\n"), is_test));
+        i = end + 1;
+    }
+    out
+}
+
+/// Whether `body` names a guard, or calls a function of `fns` whose body does.
+fn guarded(
+    body: &str,
+    fns: &[(String, String, bool)],
+    guards: &[&str],
+    seen: &mut Vec<String>,
+) -> bool {
+    if guards.iter().any(|g| body.contains(g)) {
+        return true;
+    }
+    for (name, callee, _) in fns {
+        if !seen.contains(name) && body.contains(&format!("{name}(")) {
+            seen.push(name.clone());
+            if guarded(callee, fns, guards, seen) {
+                return true;
+            }
+        }
+    }
+    false
+}

@@ -357,6 +357,8 @@ async fn e2e_bad_input_is_4xx_and_writes_nothing() {
 /// registered before the node installs its recorder is) and the request count does not move.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acknowledged_requests_are_counted_on_metrics() {
+    // Failpoints are process-wide: without the scenario this node fires other tests' panics.
+    let _scenario = fail::FailScenario::setup();
     let dir = tempfile::tempdir().unwrap();
     let store = FaultyStore::new();
     let node = start(config(dir.path(), |_| {}), &store).await;

@@ -66,6 +66,9 @@ fn put(
 /// unit the first process linked and the second confirmed vanishes): the run fails.
 #[test]
 fn local_store_puts_survive_power_loss_at_every_step() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let mut rng = CrashRng::new(0x0057_0014);

@@ -188,6 +188,9 @@ fn quarantine_failed_emission_keeps_record_held() {
 /// 1 is not reported.
 #[test]
 fn find_poisoned_reports_exactly_the_rejected_indices() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut records: Vec<_> = (0..4).map(|i| rec("a", 1, i, T0, 0)).collect();
     assert!(ourios_sinks::find_poisoned(&records, true).is_empty());
     records[1].observed_time_unix_nano = u64::MAX;

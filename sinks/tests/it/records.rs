@@ -413,6 +413,9 @@ fn fault_drain_panic_between_partitions_keeps_taken_partitions_owned() {
 /// differs.
 #[test]
 fn partition_key_derives_utc_date_and_hour_and_rejects_overflow() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let key = PartitionKey::derive(&rec("a", 1, 0, T0, 0)).unwrap();
     assert_eq!(key.to_string(), "tenant=a/date=2023-11-14/hour=22");
     let err = PartitionKey::derive(&rec("a", 1, 0, u64::try_from(i64::MAX).unwrap() + 1, 0));
@@ -567,4 +570,26 @@ fn gauges_follow_the_buffers_on_the_recorder_the_sink_was_built_with() {
     assert_eq!(slot.len(), 1);
     assert_eq!(gauge(metrics::SINK_BUFFERED_RECORDS), 0.0);
     assert_eq!(gauge(metrics::SINK_BUFFERED_BYTES), 0.0);
+}
+
+/// A panic inside the encode is returned as an error, not unwound into the caller; the next
+/// encode succeeds. (Here and not in the encoder's unit tests: the failpoint is process-wide and
+/// every test of this binary that encodes holds `FAILPOINTS` for reading.)
+#[test]
+fn an_encoder_panic_is_an_encode_error() {
+    let _exclusive = crate::common::FAILPOINTS
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let scenario = fail::FailScenario::setup();
+    fail::cfg("sinks::encode::records", "1*panic->off").unwrap();
+    let record = || vec![rec("t", 1, 0, T0, 0)];
+    let err = ourios_sinks::encode_records(&record(), true).unwrap_err();
+    assert!(
+        matches!(err, ourios_sinks::EncodeError::Panicked { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.error_type(), "encoder_panic");
+    assert!(err.to_string().contains("sinks::encode::records"), "{err}");
+    assert!(ourios_sinks::encode_records(&record(), true).is_ok());
+    scenario.teardown();
 }

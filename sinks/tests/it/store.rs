@@ -20,6 +20,9 @@ fn generic_io(kind: std::io::ErrorKind) -> object_store::Error {
 /// the first assertion fails.
 #[test]
 fn classify_permanent_and_transient_errors() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let boxed = || -> Box<dyn std::error::Error + Send + Sync> { "x".into() };
     let permanent = [
         object_store::Error::PermissionDenied {
@@ -67,6 +70,9 @@ fn classify_permanent_and_transient_errors() {
 /// nested directory does not exist and building fails.
 #[test]
 fn store_from_url_file_and_memory_and_refusals() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("nested/store");
     let url = format!("file://{}", root.display());
@@ -124,6 +130,9 @@ impl ourios_sinks::DirSync for RecordingSync {
 /// assertion fails.
 #[test]
 fn local_put_syncs_the_directory_chain_once() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let nested = root.join("records/tenant=a/date=2024-01-01/hour=07");
@@ -189,6 +198,9 @@ fn local_put_syncs_the_directory_chain_once() {
 /// `AlreadyExists` arm (let the error through unsynced): no directory is synced.
 #[test]
 fn a_create_only_put_that_finds_its_object_syncs_it_first() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     use object_store::{ObjectStore, PutMode, PutOptions};
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -226,6 +238,9 @@ fn a_create_only_put_that_finds_its_object_syncs_it_first() {
 /// proves those steps, `local_store_puts_survive_power_loss_at_every_step`).
 #[test]
 fn file_url_store_is_the_durable_local_store() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let store = store_from_url(&format!("file://{}", dir.path().display())).unwrap();
     let debug = format!("{store:?}");
@@ -238,6 +253,9 @@ fn file_url_store_is_the_durable_local_store() {
 /// cleanup thread used to race the first puts and fail them).
 #[test]
 fn leftover_staging_files_are_removed() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().join("records/tenant=a/date=2024-01-01/hour=07");
     std::fs::create_dir_all(&d).unwrap();
@@ -265,6 +283,9 @@ fn leftover_staging_files_are_removed() {
 /// and fail the put.)
 #[test]
 fn a_new_store_s_cleanup_never_fails_its_first_puts() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     for i in 0..50 {
         let root = dir.path().join(format!("s{i}"));
@@ -340,6 +361,9 @@ impl ourios_sinks::LocalFs for ScriptedFs {
 /// guard `false`: the put fails (cargo-mutants found this one missed before the test existed).
 #[test]
 fn a_taken_staging_name_is_skipped() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     let fs = ScriptedFs {
@@ -362,6 +386,9 @@ fn a_taken_staging_name_is_skipped() {
 /// both missed before the test existed).
 #[test]
 fn a_failed_link_is_not_already_exists() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     use object_store::{ObjectStore, PutMode, PutOptions};
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -392,6 +419,9 @@ fn a_failed_link_is_not_already_exists() {
 /// https store is refused naming the URL.
 #[test]
 fn cloud_urls_build_with_their_options_and_refuse_unknown_ones() {
+    let _failpoints = crate::common::FAILPOINTS
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     assert!(store_from_url("az://logs/prod?use_emulator=true").is_ok());
     assert!(store_from_url("gs://logs/prod?skip_signature=true").is_ok());
     for bad in [
