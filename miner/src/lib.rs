@@ -34,6 +34,7 @@ mod fingerprint;
 mod key;
 mod mask;
 mod miner;
+mod params;
 mod snapshot;
 mod template;
 mod tokens;
@@ -48,6 +49,7 @@ pub use config::{
 pub use key::TemplateKey;
 pub use mask::{MaskKind, classify};
 pub use miner::{Mined, MinedRecord, TenantMiner};
+pub use params::{Params, ParamsIter};
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SnapshotError};
 pub use template::{
     ReconstructError, SEPARATOR_WILDCARD, TOKEN_WILDCARD, Template, TemplateParseError,

@@ -9,6 +9,7 @@ use crate::clock::Clock;
 use crate::config::MinerConfig;
 use crate::drain::State;
 use crate::key::TemplateKey;
+use crate::params::Params;
 use crate::snapshot::{self, SnapshotError};
 use crate::template::{TOKEN_WILDCARD, Template};
 use crate::tokens::{LineView, Tokens};
@@ -25,7 +26,7 @@ pub struct MinedRecord {
     pub template_version: u32,
     /// The values of the template's holes and wildcards, in slot order:
     /// `template.reconstruct(&params)` is the original line, byte for byte.
-    pub params: Vec<String>,
+    pub params: Params,
     /// The original line, kept when the parse is low-confidence (the template's share of
     /// non-wildcard token slots is below [`MinerConfig::low_confidence_below`]).
     pub body: Option<String>,
@@ -65,7 +66,7 @@ impl Mined {
                 template_key,
                 template_id: 0,
                 template_version: 0,
-                params: Vec::new(),
+                params: Params::new(),
                 body: Some(line.to_owned()),
             },
         }

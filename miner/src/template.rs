@@ -20,6 +20,7 @@ use thiserror::Error;
 
 use crate::fingerprint::{self, Part};
 use crate::mask::MaskKind;
+use crate::params::Params;
 use crate::tokens::LineView;
 
 /// The rendering of a token wildcard.
@@ -188,7 +189,13 @@ impl Template {
     ///
     /// # Errors
     /// [`ReconstructError`] when `params` does not hold exactly [`Template::param_count`] values.
-    pub fn reconstruct<S: AsRef<str>>(&self, params: &[S]) -> Result<String, ReconstructError> {
+    pub fn reconstruct<I>(&self, params: I) -> Result<String, ReconstructError>
+    where
+        I: IntoIterator,
+        I::Item: AsRef<str>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let mut params = params.into_iter();
         let expected = self.param_count();
         if params.len() != expected {
             return Err(ReconstructError {
@@ -197,26 +204,29 @@ impl Template {
                 template: self.to_string(),
             });
         }
-        let mut params = params.iter().map(AsRef::as_ref);
         // `expected` was checked above, so every `next()` below yields a value.
-        let mut next = || params.next().unwrap_or_default();
+        let mut push_next = |out: &mut String| {
+            if let Some(p) = params.next() {
+                out.push_str(p.as_ref());
+            }
+        };
         let mut out = String::new();
         for (i, sep) in self.seps.iter().enumerate() {
             match sep {
-                SepSlot::Any => out.push_str(next()),
+                SepSlot::Any => push_next(&mut out),
                 SepSlot::Lit(s) => out.push_str(s),
             }
             let Some(tok) = self.tokens.get(i) else {
                 break;
             };
             match tok {
-                TokenSlot::Any => out.push_str(next()),
+                TokenSlot::Any => push_next(&mut out),
                 TokenSlot::Text(s) => out.push_str(s),
                 TokenSlot::Masked(pieces) => {
                     for p in pieces {
                         match p {
                             TPiece::Lit(s) => out.push_str(s),
-                            TPiece::Hole(_) => out.push_str(next()),
+                            TPiece::Hole(_) => push_next(&mut out),
                         }
                     }
                 }
@@ -362,31 +372,39 @@ impl Template {
         Some(Template::new(seps, tokens))
     }
 
-    /// The parameters of `line`, which this template must accept (see [`Template::widened`]).
-    pub(crate) fn params(&self, line: &LineView<'_>) -> Vec<String> {
-        let mut out = Vec::with_capacity(self.param_count());
+    /// The parameters of `line`, which this template must accept (see [`Template::widened`]),
+    /// in buffers of their exact size: one walk measures them, a second copies them.
+    pub(crate) fn params(&self, line: &LineView<'_>) -> Params {
+        let (mut count, mut bytes) = (0, 0);
+        self.each_param(line, |p| {
+            count += 1;
+            bytes += p.len();
+        });
+        let mut out = Params::with_capacity(count, bytes);
+        self.each_param(line, |p| out.push(p));
+        out
+    }
+
+    /// Calls `f` with each parameter of `line`, in slot order.
+    fn each_param<'a>(&self, line: &LineView<'a>, mut f: impl FnMut(&'a str)) {
         for (i, sep) in self.seps.iter().enumerate() {
             if matches!(sep, SepSlot::Any) {
-                out.push(line.sep(i).to_owned());
+                f(line.sep(i));
             }
             let Some(tok) = self.tokens.get(i) else {
                 break;
             };
             match tok {
-                TokenSlot::Any => out.push(line.token(i).to_owned()),
+                TokenSlot::Any => f(line.token(i)),
                 TokenSlot::Text(_) => {}
                 TokenSlot::Masked(_) => {
                     let text = line.token(i);
-                    out.extend(
-                        line.pieces(i)
-                            .iter()
-                            .filter(|p| p.hole.is_some())
-                            .map(|p| text[p.range()].to_owned()),
-                    );
+                    for p in line.pieces(i).iter().filter(|p| p.hole.is_some()) {
+                        f(&text[p.range()]);
+                    }
                 }
             }
         }
-        out
     }
 
     /// The template slot by slot, as a snapshot stores it: separators and tokens alternating,

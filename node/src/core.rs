@@ -1008,6 +1008,14 @@ impl Owned {
     }
 }
 
+/// A mined line's parameters as its record holds them: their text copied once into a buffer of
+/// its exact size, so the record costs two allocations for them, not one per value.
+fn record_params(mined: &ourios_miner::Params) -> ourios_sinks::Params {
+    let mut out = ourios_sinks::Params::with_capacity(mined.len(), mined.text_len());
+    out.extend(mined);
+    out
+}
+
 pub(crate) fn log_record(
     wal_id: [u8; 16],
     tenant: &Tenant,
@@ -1037,7 +1045,7 @@ pub(crate) fn log_record(
         template_key: mined.template_key.0,
         template_id: mined.template_id,
         template_version: mined.template_version,
-        params: mined.params,
+        params: record_params(&mined.params),
         body: mined.body,
         attributes,
         resource_attributes: Arc::clone(&line.resource_attributes),

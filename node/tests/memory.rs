@@ -150,8 +150,8 @@ fn an_acknowledged_request_holds_a_small_multiple_of_its_body() {
     });
 }
 
-/// `records` records of the shape the OpenTelemetry SDKs send: a body, a severity text and
-/// `attributes` string attributes each, under one resource.
+/// `records` records of the shape the OpenTelemetry SDKs send: a body with five parameters, a
+/// severity text and `attributes` string attributes each, under one resource.
 fn attributed_request(records: usize, attributes: usize) -> ExportLogsServiceRequest {
     let mut req = request(0, records);
     for (i, r) in req.resource_logs[0].scope_logs[0]
@@ -160,6 +160,14 @@ fn attributed_request(records: usize, attributes: usize) -> ExportLogsServiceReq
         .enumerate()
     {
         r.severity_text = "INFO".into();
+        // Holes and a wildcard: a time, an address, a user, a path, a number.
+        r.body = text(format!(
+            "2024-05-01T10:{:02}:00Z 10.0.{}.{} user u{i} GET /api/items/{i} done in {} ms",
+            i % 60,
+            i % 250,
+            i % 7,
+            i % 97
+        ));
         r.attributes = (0..attributes)
             .map(|a| KeyValue {
                 key: format!("attribute.{a}"),
@@ -172,13 +180,16 @@ fn attributed_request(records: usize, attributes: usize) -> ExportLogsServiceReq
 }
 
 /// Proves the ingest path does not copy a decoded record's strings one by one and that a
-/// buffered record holds its attributes in one buffer: ingesting (flattening, the WAL's
-/// append, mining, the handoff to the record buffer) 1 000 records of 16 string attributes
-/// each makes at most 12 allocations per record, once the tenant's miner knows the template,
-/// and each buffered record then holds at most 12 live allocations of what decode and ingest
-/// made. Each attribute is two strings; copied once when the request is flattened into lines
-/// and again into each record, they cost 75 allocations per record; moved into the record as
-/// `(String, String)` pairs, 6 allocations per record and 38 live ones.
+/// buffered record holds its attributes and its params in one buffer each: ingesting
+/// (flattening, the WAL's append, mining, the handoff to the record buffer) 1 000 records of 16
+/// string attributes and five params each makes at most 10 allocations per record, once the
+/// tenant's miner knows the template, and each buffered record then holds at most 8 live
+/// allocations of what decode and ingest made. Each attribute is two strings; copied once when
+/// the request is flattened into lines and again into each record, they cost 75 allocations per
+/// record; moved into the record as `(String, String)` pairs, 6 allocations per record and 38
+/// live ones. With the attributes in one buffer and the params one `String` each: 11.0
+/// allocations per record, 10.0 live (run against that code, this fails); params in one buffer:
+/// 9.0 and 6.0.
 #[test]
 fn ingest_neither_copies_nor_scatters_a_records_strings() {
     let _serial = SERIAL
@@ -224,11 +235,11 @@ fn ingest_neither_copies_nor_scatters_a_records_strings() {
             );
             if round == 1 {
                 assert!(
-                    per_record <= 12.0,
+                    per_record <= 10.0,
                     "ingest made {per_record:.1} allocations per record of 16 attributes"
                 );
                 assert!(
-                    live_per_record <= 12.0,
+                    live_per_record <= 8.0,
                     "a buffered record of 16 attributes holds {live_per_record:.1} allocations"
                 );
             }

@@ -47,7 +47,7 @@ fn records(watermark: u64) -> Vec<Vec<LogRecord>> {
                     template_key: [1; 16],
                     template_id: 1,
                     template_version: 1,
-                    params: vec![format!("{i}"), format!("10.0.{}.{}", p, i % 250)],
+                    params: vec![format!("{i}"), format!("10.0.{}.{}", p, i % 250)].into(),
                     body: None,
                     attributes: Default::default(),
                     resource_attributes: Default::default(),

@@ -37,7 +37,7 @@ fn record(i: u64) -> LogRecord {
         template_key: [1; 16],
         template_id: 1,
         template_version: 1,
-        params: vec![format!("user-{}", i % 5_000)],
+        params: vec![format!("user-{}", i % 5_000)].into(),
         body: None,
         attributes: Default::default(),
         resource_attributes: Default::default(),
@@ -208,7 +208,8 @@ fn log_record(i: u64) -> LogRecord {
         format!("u{user}"),
         format!("{}", i * 31 % 100_000),
         format!("{}", i % 997),
-    ];
+    ]
+    .into();
     r.body = i.is_multiple_of(10).then_some(body);
     r.attributes = (0..12)
         .map(|k| {

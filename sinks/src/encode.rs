@@ -721,7 +721,7 @@ mod tests {
             template_key: [1; 16],
             template_id: 0,
             template_version: 0,
-            params: vec![format!("p{lsn}")],
+            params: vec![format!("p{lsn}")].into(),
             body: Some(body),
             attributes: [("k".to_owned(), lsn.to_string())].into_iter().collect(),
             resource_attributes: Default::default(),

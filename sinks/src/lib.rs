@@ -65,6 +65,6 @@ pub use records::{
 pub use seal::{INTENT_MAGIC, IdRange, Intent, IntentError, Sealer, ranges_of, sealed_name};
 pub use store::{ErrorClass, StoreError, classify, store_from_url};
 pub use types::{
-    Attributes, AttributesIter, Day, DeriveError, LogRecord, Partition, PartitionKey, RecordId,
-    SharedAttributes, Tenant,
+    Attributes, AttributesIter, Day, DeriveError, LogRecord, Params, ParamsIter, Partition,
+    PartitionKey, RecordId, SharedAttributes, Tenant,
 };

@@ -220,7 +220,7 @@ pub async fn read_records(
                     template_key: tkey.value(i).try_into().unwrap_or([0; 16]),
                     template_id: tid.value(i),
                     template_version: tver.value(i),
-                    params: (0..p.len()).map(|j| p.value(j).to_owned()).collect(),
+                    params: (0..p.len()).map(|j| p.value(j)).collect(),
                     body: opt(body.is_valid(i), body.value(i).to_owned()),
                     attributes: string_pairs(attrs, i),
                     resource_attributes: string_pairs(rattrs, i)

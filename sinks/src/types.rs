@@ -87,7 +87,7 @@ pub struct LogRecord {
     /// Template version at mining time.
     pub template_version: u32,
     /// The template's parameters for this line.
-    pub params: Vec<String>,
+    pub params: Params,
     /// The original body, when the node keeps it.
     pub body: Option<String>,
     /// Log attributes.
@@ -113,7 +113,6 @@ impl LogRecord {
     pub fn estimated_bytes(&self) -> usize {
         let strings = self.tenant.as_str().len()
             + self.severity_text.len()
-            + self.params.iter().map(String::len).sum::<usize>()
             + self.body.as_ref().map_or(0, String::len)
             + self
                 .resource_attributes
@@ -123,7 +122,7 @@ impl LogRecord {
         std::mem::size_of::<Self>()
             + strings
             + self.attributes.heap_bytes()
-            + self.params.len() * std::mem::size_of::<String>()
+            + self.params.heap_bytes()
             + self.resource_attributes.len() * std::mem::size_of::<(String, String)>()
     }
 }
@@ -285,6 +284,146 @@ impl<'a> Iterator for AttributesIter<'a> {
 }
 
 impl ExactSizeIterator for AttributesIter<'_> {}
+
+/// A record's template parameters, in slot order, their text in one buffer (as
+/// `ourios_miner::Params` holds them; this crate does not know the miner).
+///
+/// ```
+/// use ourios_sinks::Params;
+///
+/// let params: Params = ["10.0.0.1", "42"].into_iter().collect();
+/// assert_eq!(params.len(), 2);
+/// assert_eq!(params.get(1), Some("42"));
+/// assert_eq!(params.iter().collect::<Vec<_>>(), ["10.0.0.1", "42"]);
+/// ```
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct Params {
+    /// Every value, one after the other.
+    text: String,
+    /// Where each value ends in `text` (each starts where the one before it ends).
+    ends: Vec<usize>,
+}
+
+impl Params {
+    /// No parameters.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// No parameters, with room for `count` of them of `text_bytes` bytes in all.
+    pub fn with_capacity(count: usize, text_bytes: usize) -> Self {
+        Self {
+            text: String::with_capacity(text_bytes),
+            ends: Vec::with_capacity(count),
+        }
+    }
+
+    /// Append a value.
+    pub fn push(&mut self, value: &str) {
+        self.text.push_str(value);
+        self.ends.push(self.text.len());
+    }
+
+    /// The number of values.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// The `i`th value.
+    pub fn get(&self, i: usize) -> Option<&str> {
+        let end = *self.ends.get(i)?;
+        let start = match i.checked_sub(1) {
+            Some(before) => self.ends[before],
+            None => 0,
+        };
+        Some(&self.text[start..end])
+    }
+
+    /// The values in order.
+    pub fn iter(&self) -> ParamsIter<'_> {
+        ParamsIter {
+            text: &self.text,
+            ends: self.ends.iter(),
+            start: 0,
+        }
+    }
+
+    /// The memory its values take beyond its own size: their text and ends, by length, not by
+    /// the buffers' capacities, so a clone counts the same.
+    pub fn heap_bytes(&self) -> usize {
+        self.text.len() + self.ends.len() * std::mem::size_of::<usize>()
+    }
+}
+
+impl fmt::Debug for Params {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<S: AsRef<str>> FromIterator<S> for Params {
+    fn from_iter<I: IntoIterator<Item = S>>(values: I) -> Self {
+        let mut out = Self::new();
+        out.extend(values);
+        out
+    }
+}
+
+impl<S: AsRef<str>> Extend<S> for Params {
+    fn extend<I: IntoIterator<Item = S>>(&mut self, values: I) {
+        for v in values {
+            self.push(v.as_ref());
+        }
+    }
+}
+
+impl From<Vec<String>> for Params {
+    fn from(values: Vec<String>) -> Self {
+        let mut out = Self::with_capacity(values.len(), values.iter().map(String::len).sum());
+        out.extend(values);
+        out
+    }
+}
+
+impl<'a> IntoIterator for &'a Params {
+    type Item = &'a str;
+    type IntoIter = ParamsIter<'a>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+/// The values of a [`Params`], in order.
+#[derive(Debug, Clone)]
+pub struct ParamsIter<'a> {
+    text: &'a str,
+    ends: std::slice::Iter<'a, usize>,
+    /// Where the next value starts: the end of the one before it.
+    start: usize,
+}
+
+impl<'a> Iterator for ParamsIter<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let end = *self.ends.next()?;
+        let value = &self.text[self.start..end];
+        self.start = end;
+        Some(value)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.ends.size_hint()
+    }
+}
+
+impl ExactSizeIterator for ParamsIter<'_> {}
 
 /// A UTC calendar day.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -518,6 +657,28 @@ mod tests {
             let other: Attributes = b.iter().map(|(k, v)| (k, v)).collect();
             prop_assert_eq!(held == other, a == b);
         }
+
+        /// Values come back by `iter` and `get` as pushed (empty ones and a two-byte letter
+        /// included), and two `Params` are equal exactly when their values are.
+        ///
+        /// Mutation check (by hand): `get` starting every value at 0, and the iterator not
+        /// moving its start on: each fails.
+        #[test]
+        fn params_keep_each_value_as_pushed(
+            a in prop::collection::vec("[a-zé ]{0,4}", 0..8),
+            b in prop::collection::vec("[a-zé ]{0,4}", 0..8),
+        ) {
+            let held = Params::from(a.clone());
+            prop_assert_eq!(held.len(), a.len());
+            prop_assert_eq!(held.iter().len(), a.len());
+            prop_assert_eq!(held.iter().collect::<Vec<_>>(), a.clone());
+            for (i, v) in a.iter().enumerate() {
+                prop_assert_eq!(held.get(i), Some(v.as_str()));
+            }
+            prop_assert_eq!(held.get(a.len()), None);
+            let other: Params = b.iter().collect();
+            prop_assert_eq!(held == other, a == b);
+        }
     }
 
     /// Proves a record's estimate counts its attributes' text and offsets the same for a
@@ -532,6 +693,10 @@ mod tests {
             14 + 2 * std::mem::size_of::<usize>()
         );
         assert_eq!(attributes.clone().heap_bytes(), attributes.heap_bytes());
+        let mut params = Params::with_capacity(64, 4096);
+        params.push("GET");
+        assert_eq!(params.heap_bytes(), 3 + std::mem::size_of::<usize>());
+        assert_eq!(params.clone().heap_bytes(), params.heap_bytes());
     }
 
     #[test]

@@ -111,7 +111,7 @@ fn parse_reads_every_slot_kind() {
     assert_eq!(t.reconstruct(&["7"]).expect("fits"), "<NUM> id=7, \\");
     let t = Template::parse("").expect("valid");
     assert_eq!((t.token_count(), t.param_count()), (0, 0));
-    assert_eq!(t.reconstruct::<&str>(&[]).expect("fits"), "");
+    assert_eq!(t.reconstruct(&[] as &[&str]).expect("fits"), "");
 }
 
 /// Proves a wildcard beside text reads as a parameter of its own: the miner's separators include

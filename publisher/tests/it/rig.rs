@@ -335,7 +335,7 @@ pub(crate) fn record(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u
         template_key: [1; 16],
         template_id: 1,
         template_version: 1,
-        params: vec![format!("{lsn}-{index}")],
+        params: vec![format!("{lsn}-{index}")].into(),
         body: None,
         attributes: Default::default(),
         resource_attributes: Default::default(),

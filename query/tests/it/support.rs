@@ -112,7 +112,7 @@ impl Writer {
                 template_key: mined.record.template_key.0,
                 template_id: mined.record.template_id,
                 template_version: mined.record.template_version,
-                params: mined.record.params,
+                params: mined.record.params.iter().collect(),
                 body: mined.record.body,
                 attributes: l.attributes.clone().into(),
                 resource_attributes: resource.into(),

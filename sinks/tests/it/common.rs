@@ -54,7 +54,7 @@ pub(crate) fn rec(tenant: &str, lsn: u64, index: u32, time: u64, watermark: u64)
         template_key: [7; 16],
         template_id: 7,
         template_version: 1,
-        params: vec![format!("p{lsn}-{index}")],
+        params: vec![format!("p{lsn}-{index}")].into(),
         body: None,
         attributes: Default::default(),
         resource_attributes: Default::default(),

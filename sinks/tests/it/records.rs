@@ -183,7 +183,7 @@ fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
             resource_attributes: vec![("service.name".into(), "api".into())].into(),
             trace_id: Some([7; 16]),
             span_id: Some([9; 8]),
-            params: vec!["42".into(), "".into()],
+            params: ["42", ""].into_iter().collect(),
             severity_number: 17,
             severity_text: "ERROR".into(),
             template_version: 3,
