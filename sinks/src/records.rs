@@ -26,8 +26,8 @@ mod recovery;
 pub struct RecordSinkConfig {
     /// A partition whose estimated bytes reach this is detached by `append` (size trigger).
     pub target_partition_bytes: usize,
-    /// When the sink's total estimated bytes reach this, `append` detaches every non-terminal
-    /// partition (ceiling trigger).
+    /// When the sink's publishable estimated bytes reach this, `append` detaches non-terminal
+    /// partitions, the largest first, until at most half of it is left (ceiling trigger).
     pub ceiling_bytes: usize,
     /// ZSTD-compress the Parquet pages (else uncompressed).
     pub zstd: bool,
@@ -39,7 +39,7 @@ impl Default for RecordSinkConfig {
     fn default() -> Self {
         Self {
             target_partition_bytes: 8 << 20,
-            ceiling_bytes: 256 << 20,
+            ceiling_bytes: 128 << 20,
             zstd: true,
             prefix: String::new(),
         }
@@ -384,6 +384,36 @@ impl RecordState {
         }
     }
 
+    /// The ceiling trigger: detaches publishable partitions, the largest first, until the
+    /// publishable bytes are at most half the ceiling.
+    ///
+    /// Not every partition: with many tenants the ceiling, not the size trigger, is what
+    /// detaches, and taking every partition each time would cut each tenant's partition at
+    /// `ceiling / tenants` however long it had been filling; what a record file costs beyond its
+    /// rows (a writer, a codec per column, a footer, a put, the audit objects it waits for) is
+    /// paid once per partition. Taking the largest half lets the smaller ones grow until a
+    /// later trip.
+    fn relieve(&mut self, terminal: &BTreeSet<Tenant>, ceiling: usize, out: &mut Vec<Partition>) {
+        let mut sizes: Vec<(usize, PartitionKey)> = self
+            .partitions
+            .iter()
+            .filter(|(k, _)| !terminal.contains(&k.tenant))
+            .map(|(k, p)| (p.bytes, k.clone()))
+            .collect();
+        let mut publishable: usize = sizes.iter().map(|(b, _)| b).sum();
+        // Stable: partitions of one size leave in key order.
+        sizes.sort_by_key(|&(bytes, _)| std::cmp::Reverse(bytes));
+        for (bytes, key) in sizes {
+            if publishable <= ceiling / 2 {
+                break;
+            }
+            if let Some(p) = self.remove(&key) {
+                publishable -= bytes;
+                out.push(p);
+            }
+        }
+    }
+
     fn gauges(&self, gauges: &Gauges) {
         gauges.buffered_bytes.set(self.bytes as f64);
         gauges.buffered_records.set(self.records as f64);
@@ -526,17 +556,7 @@ impl SharedParquetSink {
         let mut detached = Vec::new();
         let over_ceiling = st.over_ceiling(&terminal, self.inner.config.ceiling_bytes);
         if over_ceiling {
-            let keys: Vec<PartitionKey> = st
-                .partitions
-                .keys()
-                .filter(|k| !terminal.contains(&k.tenant))
-                .cloned()
-                .collect();
-            for k in keys {
-                if let Some(p) = st.remove(&k) {
-                    detached.push(p);
-                }
-            }
+            st.relieve(&terminal, self.inner.config.ceiling_bytes, &mut detached);
         } else if partition_bytes >= self.inner.config.target_partition_bytes
             && !terminal.contains(&key.tenant)
             && let Some(p) = st.remove(&key)

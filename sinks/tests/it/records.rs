@@ -214,7 +214,7 @@ fn publish_roundtrips_every_record_field_and_keys_objects_by_partition() {
 /// The size trigger detaches the partition that reached the target, inside `append` after the
 /// record was inserted (the detached partition contains it); the ceiling counts only what can
 /// be published (a terminal tenant's set-aside bytes stay accounted but do not trip it) and then
-/// detaches every non-terminal partition.
+/// detaches non-terminal partitions until half the ceiling is free.
 ///
 /// Reasoned mutation (not run as a mutant): move the trigger before `st.insert` in `append`: the
 /// detached partition lacks the appended record.
@@ -262,7 +262,15 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
         assert!(!rig.sink.over_ceiling(), "append {k}: no push-back either");
     }
     let detached = crate::common::detached_parts(rig.sink.append(rec("c", 3, 0, T0, 0)));
-    assert_eq!(detached.len(), 7, "every non-terminal partition");
+    assert_eq!(
+        detached.len(),
+        4,
+        "7 partitions of one record each: 4 leave, 3 (half the ceiling of 7) stay"
+    );
+    assert!(
+        detached.iter().all(|p| p.key().tenant.as_str() != "z"),
+        "never the terminal tenant's"
+    );
     assert!(
         !rig.sink.over_ceiling(),
         "detached: below the ceiling again"
@@ -280,6 +288,60 @@ fn append_size_trigger_and_ceiling_detach_after_the_handoff() {
         "the terminal tenant stays, accounted"
     );
     assert_eq!(rig.sink.buffered_bytes(), 3 * one);
+}
+
+/// The ceiling takes the largest partitions first and stops once at most half the ceiling is
+/// left: the smaller partitions keep filling, so with many tenants a partition is not cut at
+/// `ceiling / tenants` on every trip (each record file costs a writer, a codec per column, a
+/// footer and a put beyond its rows).
+///
+/// Mutation check (by hand): detach every partition at the ceiling (the rule before), the
+/// smallest first, stop while more than half is left (`<` for `<=`), or count what is left
+/// wrongly (`/=` for `-=`): the detached tenants differ in one of the two trips.
+#[test]
+fn the_ceiling_detaches_the_largest_partitions_until_half_is_free() {
+    let one = rec("a", 1, 0, T0, 0).estimated_bytes();
+    // Records of one size (one frame, indexes under 10): the trip's arithmetic is exact.
+    let trip = |sizes: &[(&str, u32)]| {
+        let rig = Rig::with(RecordSinkConfig {
+            target_partition_bytes: usize::MAX,
+            ceiling_bytes: 10 * one,
+            zstd: false,
+            prefix: String::new(),
+        });
+        let mut index = 0;
+        let mut detached = Vec::new();
+        for &(tenant, records) in sizes {
+            for _ in 0..records {
+                detached.extend(crate::common::detached_parts(
+                    rig.sink.append(rec(tenant, 1, index, T0, 0)),
+                ));
+                index += 1;
+            }
+        }
+        let mut taken: Vec<(String, usize)> = detached
+            .iter()
+            .map(|p| (p.key().tenant.as_str().to_owned(), p.records().len()))
+            .collect();
+        taken.sort();
+        assert!(!rig.sink.over_ceiling());
+        (taken, rig.sink.buffered_bytes())
+    };
+    let owned = |v: &[(&str, usize)]| -> Vec<(String, usize)> {
+        v.iter().map(|&(t, n)| (t.to_owned(), n)).collect()
+    };
+    // The 10th record reaches the ceiling: a (4) and b (3) leave, 3 of 10 stay (at most 5).
+    assert_eq!(
+        trip(&[("a", 4), ("b", 3), ("c", 2), ("d", 1)]),
+        (owned(&[("a", 4), ("b", 3)]), 3 * one),
+        "c and d keep filling"
+    );
+    // Exactly half left after a leaves: b and c stay.
+    assert_eq!(
+        trip(&[("a", 5), ("b", 3), ("c", 2)]),
+        (owned(&[("a", 5)]), 5 * one),
+        "half the ceiling is not over it"
+    );
 }
 
 /// `requeue` puts a partition back ahead of records appended since it left, restores the
