@@ -22,6 +22,16 @@ pub const DEFAULT_INLINE_INGEST_BYTES: usize = 32 << 10;
 /// Default of [`Config::max_inflight_bytes`].
 pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 8 << 20;
 
+/// Default of [`Config::encode_queue_bytes`]: when the store sets the pace the queue stays
+/// full, so what it holds is memory, not speed (`xtask/loadgen/PROFILE.md`, "Memory at 64
+/// tenants, again").
+pub const DEFAULT_ENCODE_QUEUE_BYTES: usize = 16 << 20;
+
+/// Default of [`Config::buffer_ceiling_bytes`]. With the queues, the bodies of waiting requests
+/// and 64 tenants' miners it keeps a node at `max` realistic load under 512 MiB resident
+/// (`xtask/loadgen/PROFILE.md`, "Memory at 64 tenants, again").
+pub const DEFAULT_BUFFER_CEILING_BYTES: usize = 128 << 20;
+
 /// The `serve` settings, all optional: once as the command line and the environment give them
 /// (clap), once as a TOML file gives them (serde, field names as the flags' with `_`). A
 /// setting not given falls through: flag or environment, then the file, then the default.
@@ -80,20 +90,21 @@ pub struct ServeArgs {
     #[arg(long, env = "OURIOS_ENCODE_QUEUE")]
     pub encode_queue: Option<usize>,
     /// Bound of the encode queue in the estimated bytes of its records (queued or being
-    /// appended): a batch that does not fit waits [default: 33554432].
+    /// appended): a batch that does not fit waits [default: 16777216].
     #[arg(long, env = "OURIOS_ENCODE_QUEUE_BYTES")]
     pub encode_queue_bytes: Option<usize>,
     /// A partition is detached for publishing when it reaches this many bytes [default: 8388608].
     #[arg(long, env = "OURIOS_PARTITION_TARGET_BYTES")]
     pub partition_target_bytes: Option<usize>,
     /// Publishable bytes in all record buffers together (a terminal tenant's do not count): at
-    /// this every healthy partition is detached for publishing, and while it still holds (a
-    /// slow or failing store) requests get 503 with Retry-After [default: 268435456].
+    /// this healthy partitions are detached for publishing, the largest first, until half of it
+    /// is left, and while it still holds (a slow or failing store) requests get 503 with
+    /// Retry-After [default: 134217728].
     #[arg(long, env = "OURIOS_BUFFER_CEILING_BYTES")]
     pub buffer_ceiling_bytes: Option<usize>,
     /// Estimated bytes of detached partitions waiting for the publisher: past this the encode
     /// worker waits (ingest slows to the store's pace instead of memory growing) [default:
-    /// 67108864].
+    /// 33554432].
     #[arg(long, env = "OURIOS_PUBLISH_QUEUE_BYTES")]
     pub publish_queue_bytes: Option<usize>,
     /// WAL segment size that triggers rotation, in bytes [default: 67108864].
@@ -313,7 +324,7 @@ impl Config {
             encode_queue_bytes: args
                 .encode_queue_bytes
                 .or(file.encode_queue_bytes)
-                .unwrap_or(32 << 20),
+                .unwrap_or(DEFAULT_ENCODE_QUEUE_BYTES),
             partition_target_bytes: args
                 .partition_target_bytes
                 .or(file.partition_target_bytes)
@@ -321,7 +332,7 @@ impl Config {
             buffer_ceiling_bytes: args
                 .buffer_ceiling_bytes
                 .or(file.buffer_ceiling_bytes)
-                .unwrap_or(256 << 20),
+                .unwrap_or(DEFAULT_BUFFER_CEILING_BYTES),
             publish_queue_bytes: args
                 .publish_queue_bytes
                 .or(file.publish_queue_bytes)

@@ -42,7 +42,7 @@ pub struct PublisherConfig {
 }
 
 /// Default of [`PublisherConfig::queue_bytes`].
-pub const DEFAULT_QUEUE_BYTES: usize = 64 << 20;
+pub const DEFAULT_QUEUE_BYTES: usize = 32 << 20;
 
 impl Default for PublisherConfig {
     fn default() -> Self {
