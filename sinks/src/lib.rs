@@ -59,8 +59,8 @@ pub use read::{
     read_record_ids, read_records, template_texts,
 };
 pub use records::{
-    AppendOutcome, PartitionInfo, PublishFailure, PublishReport, RecordSinkConfig,
-    SharedParquetSink,
+    AppendOutcome, DEFAULT_CEILING_BYTES, PartitionInfo, PublishFailure, PublishReport,
+    RecordSinkConfig, SharedParquetSink,
 };
 pub use seal::{INTENT_MAGIC, IdRange, Intent, IntentError, Sealer, ranges_of, sealed_name};
 pub use store::{ErrorClass, StoreError, classify, store_from_url};

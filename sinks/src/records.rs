@@ -21,6 +21,9 @@ mod publish;
 mod quarantine;
 mod recovery;
 
+/// Default of [`RecordSinkConfig::ceiling_bytes`].
+pub const DEFAULT_CEILING_BYTES: usize = 128 << 20;
+
 /// Record sink configuration.
 #[derive(Debug, Clone)]
 pub struct RecordSinkConfig {
@@ -39,7 +42,7 @@ impl Default for RecordSinkConfig {
     fn default() -> Self {
         Self {
             target_partition_bytes: 8 << 20,
-            ceiling_bytes: 128 << 20,
+            ceiling_bytes: DEFAULT_CEILING_BYTES,
             zstd: true,
             prefix: String::new(),
         }
