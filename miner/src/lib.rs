@@ -52,5 +52,6 @@ pub use miner::{Mined, MinedRecord, TenantMiner};
 pub use params::{Params, ParamsIter};
 pub use snapshot::{SNAPSHOT_FORMAT_VERSION, SnapshotError};
 pub use template::{
-    ReconstructError, SEPARATOR_WILDCARD, TOKEN_WILDCARD, Template, TemplateParseError,
+    MAX_MINED_LINE_BYTES, ReconstructError, SEPARATOR_WILDCARD, TOKEN_WILDCARD, Template,
+    TemplateParseError,
 };

@@ -11,7 +11,7 @@ use crate::drain::State;
 use crate::key::TemplateKey;
 use crate::params::Params;
 use crate::snapshot::{self, SnapshotError};
-use crate::template::{TOKEN_WILDCARD, Template};
+use crate::template::{MAX_MINED_LINE_BYTES, TOKEN_WILDCARD, Template};
 use crate::tokens::{LineView, Tokens};
 
 /// One mined line: the template it belongs to and the parameters that rebuild it.
@@ -151,7 +151,13 @@ impl TenantMiner {
     /// Mines one line: its record, and the audit event if the line created or widened a
     /// template, or else the definition of its key if this miner has not defined that key yet
     /// in this process.
+    ///
+    /// A line longer than [`MAX_MINED_LINE_BYTES`] is not mined: it is recorded whole, as a line
+    /// past the template cap is ([`Mined::whole`]).
     pub fn ingest(&mut self, line: &str) -> Mined {
+        if line.len() > MAX_MINED_LINE_BYTES {
+            return self.overflow(line);
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.fill(line);
         let view = scratch.view(line);
@@ -191,8 +197,8 @@ impl TenantMiner {
             && self.state.best_match(view).is_none()
     }
 
-    /// The record of a line past the template cap: [`Mined::whole`], its key's definition
-    /// emitted once per process. The state does not change.
+    /// The record of a line past the template cap or [`MAX_MINED_LINE_BYTES`]:
+    /// [`Mined::whole`], its key's definition emitted once per process. The state does not change.
     fn overflow(&mut self, line: &str) -> Mined {
         let mut mined = Mined::whole(&self.state.tenant, line, self.clock.now_unix_nanos());
         if !self.defined.insert(mined.record.template_key) {
@@ -226,6 +232,9 @@ impl TenantMiner {
     /// advance it (templates, versions, event sequence numbers), but nothing is emitted and the
     /// clock is not read. Used to re-mine frames whose records and events are already durable.
     pub fn ingest_regenerate(&mut self, line: &str) {
+        if line.len() > MAX_MINED_LINE_BYTES {
+            return;
+        }
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.fill(line);
         let view = scratch.view(line);

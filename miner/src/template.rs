@@ -14,6 +14,7 @@
 //! ([`crate::tokens`]). A snapshot stores templates slot by slot ([`Template::to_slots`]) instead.
 
 use std::fmt;
+use std::ops::Range;
 use std::str::FromStr;
 
 use thiserror::Error;
@@ -28,36 +29,158 @@ pub const TOKEN_WILDCARD: &str = "<*>";
 /// The rendering of a separator wildcard.
 pub const SEPARATOR_WILDCARD: &str = "<_>";
 
+/// The longest line the miner mines, and the longest text a template holds: a template's slots
+/// are 32-bit ranges of one buffer. The miner records a longer line whole, as it records a line
+/// past its template cap ([`crate::TenantMiner::ingest`]).
+pub const MAX_MINED_LINE_BYTES: usize = u32::MAX as usize;
+
 /// A mined template: literal text, typed holes and wildcards, in the shape of a line.
+///
+/// Its literal text is one buffer and every slot a range of it. A template of a long line has
+/// hundreds of slots, and with a `String` for each the slots cost more than their text: they
+/// were most of a tenant's miner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Template {
+    /// The literal text of every slot in slot order: separators and tokens alternating, a masked
+    /// token's literal pieces in order. Every template is laid out by [`Builder`], so equal
+    /// templates have equal buffers and the derived equality is equality of slots.
+    text: Box<str>,
     /// `tokens.len() + 1` separator slots.
-    seps: Vec<SepSlot>,
-    tokens: Vec<TokenSlot>,
-    /// Derived from `tokens` by [`Template::new`], for comparing lines quickly: the number of
+    seps: Box<[SepSlot]>,
+    tokens: Box<[TokenSlot]>,
+    /// The pieces of every masked token, in token order; a [`TokenSlot::Masked`] holds its run.
+    pieces: Box<[TPiece]>,
+    /// Derived from `tokens` by [`Builder::finish`], for comparing lines quickly: the number of
     /// slots that are not `<*>`, and each slot's fingerprint ([`crate::fingerprint`]).
     literal: usize,
-    fingerprints: Vec<u64>,
+    fingerprints: Box<[u64]>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum SepSlot {
+/// A range of a template's text, or of its pieces for a masked token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+}
+
+/// An offset into a template's text or pieces, which [`MAX_MINED_LINE_BYTES`] keeps in 32 bits:
+/// a template's text and its piece count are at most the length of the line, rendering or
+/// snapshot slots it was built from, and each of those is checked against it first.
+fn offset(n: usize) -> u32 {
+    u32::try_from(n).expect("template text within MAX_MINED_LINE_BYTES: checked where it enters")
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SepSlot {
     Any,
-    Lit(String),
+    Lit(Span),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum TokenSlot {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TokenSlot {
     Any,
-    Text(String),
-    /// At least one hole; adjacent literal pieces merged.
-    Masked(Vec<TPiece>),
+    Text(Span),
+    /// The token's run of [`Template::pieces`]: at least one hole, adjacent literal pieces
+    /// merged.
+    Masked(Span),
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum TPiece {
-    Lit(String),
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TPiece {
+    Lit(Span),
     Hole(MaskKind),
+}
+
+/// Lays a template out slot by slot, in the order of a line: separator, token, separator, ...,
+/// separator. Every template is made by one, so its text is in slot order (see
+/// [`Template::text`]).
+struct Builder {
+    text: String,
+    seps: Vec<SepSlot>,
+    tokens: Vec<TokenSlot>,
+    pieces: Vec<TPiece>,
+}
+
+impl Builder {
+    fn with_capacity(tokens: usize, text: usize) -> Builder {
+        Builder {
+            text: String::with_capacity(text),
+            seps: Vec::with_capacity(tokens + 1),
+            tokens: Vec::with_capacity(tokens),
+            pieces: Vec::new(),
+        }
+    }
+
+    fn span(&mut self, s: &str) -> Span {
+        let start = offset(self.text.len());
+        self.text.push_str(s);
+        Span {
+            start,
+            end: offset(self.text.len()),
+        }
+    }
+
+    /// A separator slot: its literal text, `None` for `<_>`.
+    fn sep(&mut self, sep: Option<&str>) {
+        let slot = match sep {
+            None => SepSlot::Any,
+            Some(s) => SepSlot::Lit(self.span(s)),
+        };
+        self.seps.push(slot);
+    }
+
+    fn any_token(&mut self) {
+        self.tokens.push(TokenSlot::Any);
+    }
+
+    fn text_token(&mut self, s: &str) {
+        let span = self.span(s);
+        self.tokens.push(TokenSlot::Text(span));
+    }
+
+    /// A token with holes, from its pieces (adjacent literal pieces merged by the caller).
+    fn masked_token<'a>(&mut self, parts: impl IntoIterator<Item = Part<'a>>) {
+        let start = offset(self.pieces.len());
+        for part in parts {
+            let piece = match part {
+                Part::Lit(s) => TPiece::Lit(self.span(s)),
+                Part::Hole(kind) => TPiece::Hole(kind),
+            };
+            self.pieces.push(piece);
+        }
+        let end = offset(self.pieces.len());
+        self.tokens.push(TokenSlot::Masked(Span { start, end }));
+    }
+
+    fn finish(self) -> Template {
+        let mut template = Template {
+            text: self.text.into_boxed_str(),
+            seps: self.seps.into_boxed_slice(),
+            tokens: self.tokens.into_boxed_slice(),
+            pieces: self.pieces.into_boxed_slice(),
+            literal: 0,
+            fingerprints: Box::default(),
+        };
+        template.fingerprints = (0..template.tokens.len())
+            .map(|i| match template.tokens[i] {
+                TokenSlot::Any => fingerprint::WILDCARD,
+                TokenSlot::Text(s) => fingerprint::text(template.str(s)),
+                TokenSlot::Masked(p) => fingerprint::masked(template.parts(p)),
+            })
+            .collect();
+        template.literal = template
+            .tokens
+            .iter()
+            .filter(|t| !matches!(t, TokenSlot::Any))
+            .count();
+        template
+    }
 }
 
 /// How a line compares with a template of the same length.
@@ -104,56 +227,41 @@ impl Similarity {
 }
 
 impl Template {
-    fn new(seps: Vec<SepSlot>, tokens: Vec<TokenSlot>) -> Template {
-        let fingerprints: Vec<u64> = tokens
-            .iter()
-            .map(|t| match t {
-                TokenSlot::Any => fingerprint::WILDCARD,
-                TokenSlot::Text(s) => fingerprint::text(s),
-                TokenSlot::Masked(pieces) => fingerprint::masked(pieces.iter().map(|p| match p {
-                    TPiece::Lit(s) => Part::Lit(s),
-                    TPiece::Hole(kind) => Part::Hole(*kind),
-                })),
-            })
-            .collect();
-        let literal = tokens
-            .iter()
-            .filter(|t| !matches!(t, TokenSlot::Any))
-            .count();
-        Template {
-            seps,
-            tokens,
-            literal,
-            fingerprints,
-        }
+    /// The text of `span`.
+    fn str(&self, span: Span) -> &str {
+        &self.text[span.range()]
     }
 
-    /// The template of one line: every token as masked, every separator literal.
+    /// The pieces of a masked token, its run `pieces` of [`Template::pieces`].
+    fn parts(&self, pieces: Span) -> impl Iterator<Item = Part<'_>> {
+        self.pieces[pieces.range()].iter().map(|p| match *p {
+            TPiece::Lit(s) => Part::Lit(self.str(s)),
+            TPiece::Hole(kind) => Part::Hole(kind),
+        })
+    }
+
+    /// The template of one line: every token as masked, every separator literal. The line is at
+    /// most [`MAX_MINED_LINE_BYTES`] long.
     pub(crate) fn from_line(line: &LineView<'_>) -> Template {
         let n = line.token_count();
-        let seps = (0..=n)
-            .map(|i| SepSlot::Lit(line.sep(i).to_owned()))
-            .collect();
-        let tokens = (0..n)
-            .map(|i| {
-                let text = line.token(i);
-                let pieces = line.pieces(i);
-                if pieces.is_empty() {
-                    TokenSlot::Text(text.to_owned())
-                } else {
-                    TokenSlot::Masked(
-                        pieces
-                            .iter()
-                            .map(|p| match p.hole {
-                                Some(kind) => TPiece::Hole(kind),
-                                None => TPiece::Lit(text[p.range()].to_owned()),
-                            })
-                            .collect(),
-                    )
-                }
-            })
-            .collect();
-        Template::new(seps, tokens)
+        let mut b = Builder::with_capacity(n, line.len());
+        for i in 0..=n {
+            b.sep(Some(line.sep(i)));
+            if i == n {
+                break;
+            }
+            let text = line.token(i);
+            let pieces = line.pieces(i);
+            if pieces.is_empty() {
+                b.text_token(text);
+            } else {
+                b.masked_token(pieces.iter().map(|p| match p.hole {
+                    Some(kind) => Part::Hole(kind),
+                    None => Part::Lit(&text[p.range()]),
+                }));
+            }
+        }
+        b.finish()
     }
 
     /// Number of token slots (the line length this template matches).
@@ -171,10 +279,13 @@ impl Template {
         let toks: usize = self
             .tokens
             .iter()
-            .map(|t| match t {
+            .map(|t| match *t {
                 TokenSlot::Any => 1,
                 TokenSlot::Text(_) => 0,
-                TokenSlot::Masked(p) => p.iter().filter(|p| matches!(p, TPiece::Hole(_))).count(),
+                TokenSlot::Masked(p) => self.pieces[p.range()]
+                    .iter()
+                    .filter(|p| matches!(p, TPiece::Hole(_)))
+                    .count(),
             })
             .sum();
         seps + toks
@@ -212,20 +323,20 @@ impl Template {
         };
         let mut out = String::new();
         for (i, sep) in self.seps.iter().enumerate() {
-            match sep {
+            match *sep {
                 SepSlot::Any => push_next(&mut out),
-                SepSlot::Lit(s) => out.push_str(s),
+                SepSlot::Lit(s) => out.push_str(self.str(s)),
             }
-            let Some(tok) = self.tokens.get(i) else {
+            let Some(&tok) = self.tokens.get(i) else {
                 break;
             };
             match tok {
                 TokenSlot::Any => push_next(&mut out),
-                TokenSlot::Text(s) => out.push_str(s),
-                TokenSlot::Masked(pieces) => {
-                    for p in pieces {
-                        match p {
-                            TPiece::Lit(s) => out.push_str(s),
+                TokenSlot::Text(s) => out.push_str(self.str(s)),
+                TokenSlot::Masked(p) => {
+                    for piece in &self.pieces[p.range()] {
+                        match *piece {
+                            TPiece::Lit(s) => out.push_str(self.str(s)),
                             TPiece::Hole(_) => push_next(&mut out),
                         }
                     }
@@ -248,16 +359,17 @@ impl Template {
 
     /// Whether token slot `i` accepts token `i` of `line` without widening.
     fn token_matches(&self, i: usize, line: &LineView<'_>) -> bool {
-        match &self.tokens[i] {
+        match self.tokens[i] {
             TokenSlot::Any => true,
-            TokenSlot::Text(s) => line.pieces(i).is_empty() && s == line.token(i),
-            TokenSlot::Masked(tp) => {
+            TokenSlot::Text(s) => line.pieces(i).is_empty() && self.str(s) == line.token(i),
+            TokenSlot::Masked(p) => {
+                let tp = &self.pieces[p.range()];
                 let lp = line.pieces(i);
                 let text = line.token(i);
                 tp.len() == lp.len()
-                    && tp.iter().zip(lp).all(|(t, l)| match (t, l.hole) {
-                        (TPiece::Lit(s), None) => s == &text[l.range()],
-                        (TPiece::Hole(a), Some(b)) => *a == b,
+                    && tp.iter().zip(lp).all(|(t, l)| match (*t, l.hole) {
+                        (TPiece::Lit(s), None) => self.str(s) == &text[l.range()],
+                        (TPiece::Hole(a), Some(b)) => a == b,
                         _ => false,
                     })
             }
@@ -265,9 +377,9 @@ impl Template {
     }
 
     fn sep_matches(&self, i: usize, line: &LineView<'_>) -> bool {
-        match &self.seps[i] {
+        match self.seps[i] {
             SepSlot::Any => true,
-            SepSlot::Lit(s) => short_eq(s.as_bytes(), line.sep_bytes(i)),
+            SepSlot::Lit(s) => short_eq(&self.text.as_bytes()[s.range()], line.sep_bytes(i)),
         }
     }
 
@@ -351,25 +463,26 @@ impl Template {
         if unchanged {
             return None;
         }
-        let seps = (0..=n)
-            .map(|i| {
-                if self.sep_matches(i, line) {
-                    self.seps[i].clone()
-                } else {
-                    SepSlot::Any
-                }
-            })
-            .collect();
-        let tokens = (0..n)
-            .map(|i| {
-                if self.token_matches(i, line) {
-                    self.tokens[i].clone()
-                } else {
-                    TokenSlot::Any
-                }
-            })
-            .collect();
-        Some(Template::new(seps, tokens))
+        let mut b = Builder::with_capacity(n, self.text.len());
+        for i in 0..=n {
+            match self.seps[i] {
+                SepSlot::Lit(s) if self.sep_matches(i, line) => b.sep(Some(self.str(s))),
+                _ => b.sep(None),
+            }
+            if i == n {
+                break;
+            }
+            if !self.token_matches(i, line) {
+                b.any_token();
+                continue;
+            }
+            match self.tokens[i] {
+                TokenSlot::Any => b.any_token(),
+                TokenSlot::Text(s) => b.text_token(self.str(s)),
+                TokenSlot::Masked(p) => b.masked_token(self.parts(p)),
+            }
+        }
+        Some(b.finish())
     }
 
     /// The parameters of `line`, which this template must accept (see [`Template::widened`]),
@@ -414,11 +527,11 @@ impl Template {
     pub(crate) fn to_slots(&self) -> Vec<Option<String>> {
         let mut out = Vec::with_capacity(self.seps.len() + self.tokens.len());
         for (i, sep) in self.seps.iter().enumerate() {
-            out.push(match sep {
+            out.push(match *sep {
                 SepSlot::Any => None,
-                SepSlot::Lit(s) => Some(s.clone()),
+                SepSlot::Lit(s) => Some(self.str(s).to_owned()),
             });
-            let Some(tok) = self.tokens.get(i) else {
+            let Some(&tok) = self.tokens.get(i) else {
                 break;
             };
             out.push(match tok {
@@ -426,7 +539,7 @@ impl Template {
                 tok => {
                     let mut text = String::new();
                     // Writing to a `String` cannot fail.
-                    let _ = render_token(&mut text, tok);
+                    let _ = self.render_token(&mut text, tok);
                     Some(text)
                 }
             });
@@ -438,7 +551,8 @@ impl Template {
     ///
     /// # Errors
     /// A description of the first slot that is not what `to_slots` writes (an even count, a
-    /// token that does not parse, or a template [`Template::check`] refuses).
+    /// token that does not parse, text past [`MAX_MINED_LINE_BYTES`], or a template
+    /// [`Template::check`] refuses).
     pub(crate) fn from_slots(slots: Vec<Option<String>>) -> Result<Template, String> {
         if slots.len().is_multiple_of(2) {
             return Err(format!(
@@ -446,19 +560,24 @@ impl Template {
                 slots.len()
             ));
         }
-        let mut seps = Vec::with_capacity(slots.len() / 2 + 1);
-        let mut tokens = Vec::with_capacity(slots.len() / 2);
-        for (i, slot) in slots.into_iter().enumerate() {
+        let text: usize = slots.iter().flatten().map(String::len).sum();
+        if text > MAX_MINED_LINE_BYTES {
+            return Err(format!(
+                "a template's slots hold {text} bytes, more than {MAX_MINED_LINE_BYTES}"
+            ));
+        }
+        let mut b = Builder::with_capacity(slots.len() / 2, text);
+        for (i, slot) in slots.iter().enumerate() {
             if i % 2 == 0 {
-                seps.push(slot.map_or(SepSlot::Any, SepSlot::Lit));
+                b.sep(slot.as_deref());
             } else {
-                tokens.push(match slot {
-                    None => TokenSlot::Any,
-                    Some(text) => parse_token(&text)?,
-                });
+                match slot {
+                    None => b.any_token(),
+                    Some(text) => b.parsed_token(&parse_token(text)?),
+                }
             }
         }
-        let template = Template::new(seps, tokens);
+        let template = b.finish();
         template.check()?;
         Ok(template)
     }
@@ -472,51 +591,47 @@ impl Template {
                 self.tokens.len()
             ));
         }
-        for slot in &self.tokens {
+        for &slot in &self.tokens {
             let ok = match slot {
                 TokenSlot::Any => true,
-                TokenSlot::Text(s) => !s.is_empty(),
-                TokenSlot::Masked(p) => p.iter().any(|p| matches!(p, TPiece::Hole(_))),
+                TokenSlot::Text(s) => !s.range().is_empty(),
+                TokenSlot::Masked(p) => self.pieces[p.range()]
+                    .iter()
+                    .any(|p| matches!(p, TPiece::Hole(_))),
             };
             if !ok {
-                return Err(format!("malformed token slot {slot:?}"));
+                let mut text = String::new();
+                let _ = self.render_token(&mut text, slot);
+                return Err(format!("malformed token slot {text:?}"));
             }
         }
         Ok(())
     }
 
-    /// Approximate heap bytes held by this template (capacities of its vectors and strings).
+    /// Heap bytes held by this template: its text and its slices (allocator rounding aside).
     pub(crate) fn heap_bytes(&self) -> usize {
-        let seps: usize = self
-            .seps
-            .iter()
-            .map(|s| match s {
-                SepSlot::Any => 0,
-                SepSlot::Lit(s) => s.capacity(),
-            })
-            .sum();
-        let toks: usize = self
-            .tokens
-            .iter()
-            .map(|t| match t {
-                TokenSlot::Any => 0,
-                TokenSlot::Text(s) => s.capacity(),
-                TokenSlot::Masked(p) => {
-                    p.capacity() * size_of::<TPiece>()
-                        + p.iter()
-                            .map(|p| match p {
-                                TPiece::Lit(s) => s.capacity(),
-                                TPiece::Hole(_) => 0,
-                            })
-                            .sum::<usize>()
+        self.text.len()
+            + size_of_val(&*self.seps)
+            + size_of_val(&*self.tokens)
+            + size_of_val(&*self.pieces)
+            + size_of_val(&*self.fingerprints)
+    }
+
+    /// Writes one token slot as a rendering shows it.
+    fn render_token(&self, out: &mut impl fmt::Write, tok: TokenSlot) -> fmt::Result {
+        match tok {
+            TokenSlot::Any => out.write_str(TOKEN_WILDCARD),
+            TokenSlot::Text(s) => push_escaped(out, self.str(s)),
+            TokenSlot::Masked(p) => {
+                for part in self.parts(p) {
+                    match part {
+                        Part::Lit(s) => push_escaped(out, s)?,
+                        Part::Hole(kind) => out.write_str(kind.placeholder())?,
+                    }
                 }
-            })
-            .sum();
-        self.seps.capacity() * size_of::<SepSlot>()
-            + self.tokens.capacity() * size_of::<TokenSlot>()
-            + self.fingerprints.capacity() * size_of::<u64>()
-            + seps
-            + toks
+                Ok(())
+            }
+        }
     }
 }
 
@@ -533,33 +648,16 @@ fn push_escaped(out: &mut impl fmt::Write, s: &str) -> fmt::Result {
 impl fmt::Display for Template {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, sep) in self.seps.iter().enumerate() {
-            match sep {
+            match *sep {
                 SepSlot::Any => f.write_str(SEPARATOR_WILDCARD)?,
-                SepSlot::Lit(s) => f.write_str(s)?,
+                SepSlot::Lit(s) => f.write_str(self.str(s))?,
             }
-            let Some(tok) = self.tokens.get(i) else {
+            let Some(&tok) = self.tokens.get(i) else {
                 break;
             };
-            render_token(f, tok)?;
+            self.render_token(f, tok)?;
         }
         Ok(())
-    }
-}
-
-/// Writes one token slot as a rendering shows it.
-fn render_token(out: &mut impl fmt::Write, tok: &TokenSlot) -> fmt::Result {
-    match tok {
-        TokenSlot::Any => out.write_str(TOKEN_WILDCARD),
-        TokenSlot::Text(s) => push_escaped(out, s),
-        TokenSlot::Masked(pieces) => {
-            for p in pieces {
-                match p {
-                    TPiece::Lit(s) => push_escaped(out, s)?,
-                    TPiece::Hole(kind) => out.write_str(kind.placeholder())?,
-                }
-            }
-            Ok(())
-        }
     }
 }
 
@@ -602,6 +700,12 @@ pub enum TemplateParseError {
         /// The input.
         template: String,
     },
+    /// A rendering longer than [`MAX_MINED_LINE_BYTES`], so longer than any template's.
+    #[error("a template rendering of {len} bytes is longer than any template's")]
+    TooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
     /// A separator slot that mixes whitespace and `<_>`, or holds `<_>` twice.
     #[error("separator mixes whitespace and <_> at byte {offset} of {template:?}")]
     MixedSeparator {
@@ -612,19 +716,49 @@ pub enum TemplateParseError {
     },
 }
 
-enum Unit {
-    Sep(SepSlot),
-    Token(TokenSlot),
+/// A token as a rendering spells it, read before its template is laid out.
+enum ParsedToken {
+    Any,
+    Text(String),
+    /// At least one hole; adjacent literal pieces merged.
+    Masked(Vec<ParsedPiece>),
+}
+
+enum ParsedPiece {
+    Lit(String),
+    Hole(MaskKind),
+}
+
+impl Builder {
+    fn parsed_token(&mut self, tok: &ParsedToken) {
+        match tok {
+            ParsedToken::Any => self.any_token(),
+            ParsedToken::Text(s) => self.text_token(s),
+            ParsedToken::Masked(pieces) => self.masked_token(pieces.iter().map(|p| match p {
+                ParsedPiece::Lit(s) => Part::Lit(s),
+                ParsedPiece::Hole(kind) => Part::Hole(*kind),
+            })),
+        }
+    }
+}
+
+enum Unit<'a> {
+    /// A literal separator, `None` for `<_>`.
+    Sep(Option<&'a str>),
+    Token(ParsedToken),
 }
 
 fn parse(s: &str) -> Result<Template, TemplateParseError> {
+    if s.len() > MAX_MINED_LINE_BYTES {
+        return Err(TemplateParseError::TooLong { len: s.len() });
+    }
     let err_template = || s.to_owned();
-    let mut units: Vec<(usize, Unit)> = Vec::new();
+    let mut units: Vec<(usize, Unit<'_>)> = Vec::new();
     let mut i = 0;
     while i < s.len() {
         let rest = &s[i..];
         if rest.starts_with(SEPARATOR_WILDCARD) {
-            units.push((i, Unit::Sep(SepSlot::Any)));
+            units.push((i, Unit::Sep(None)));
             i += SEPARATOR_WILDCARD.len();
             continue;
         }
@@ -634,7 +768,7 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                 .char_indices()
                 .find(|(_, c)| !c.is_whitespace())
                 .map_or(s.len(), |(j, _)| i + j);
-            units.push((i, Unit::Sep(SepSlot::Lit(s[i..end].to_owned()))));
+            units.push((i, Unit::Sep(Some(&s[i..end]))));
             i = end;
             continue;
         }
@@ -643,7 +777,7 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
         // mark, so `<*>,<*>` is two wildcards and a `,` (read here as a token between empty
         // separators, which reconstructs the same bytes).
         let mut start = i;
-        let mut pieces: Vec<TPiece> = Vec::new();
+        let mut pieces: Vec<ParsedPiece> = Vec::new();
         let mut lit = String::new();
         while i < s.len() {
             let rest = &s[i..];
@@ -672,7 +806,7 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                     if let Some(slot) = token_slot(&mut pieces, &mut lit) {
                         units.push((start, Unit::Token(slot)));
                     }
-                    units.push((i, Unit::Token(TokenSlot::Any)));
+                    units.push((i, Unit::Token(ParsedToken::Any)));
                     i += TOKEN_WILDCARD.len();
                     start = i;
                     continue;
@@ -687,9 +821,9 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                     });
                 };
                 if !lit.is_empty() {
-                    pieces.push(TPiece::Lit(std::mem::take(&mut lit)));
+                    pieces.push(ParsedPiece::Lit(std::mem::take(&mut lit)));
                 }
-                pieces.push(TPiece::Hole(kind));
+                pieces.push(ParsedPiece::Hole(kind));
                 i += kind.placeholder().len();
                 continue;
             }
@@ -703,9 +837,8 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
 
     // Assemble: sep? (token sep?)*, where a missing separator is the empty literal: at the
     // edges, and beside a `<*>` that shares its whitespace-delimited run with text.
-    let mut seps = Vec::new();
-    let mut tokens = Vec::new();
-    let mut pending_sep: Option<SepSlot> = None;
+    let mut b = Builder::with_capacity(0, s.len());
+    let mut pending_sep: Option<Option<&str>> = None;
     for (offset, unit) in units {
         match unit {
             Unit::Sep(sep) => {
@@ -718,19 +851,19 @@ fn parse(s: &str) -> Result<Template, TemplateParseError> {
                 pending_sep = Some(sep);
             }
             Unit::Token(tok) => {
-                seps.push(pending_sep.take().unwrap_or(SepSlot::Lit(String::new())));
-                tokens.push(tok);
+                b.sep(pending_sep.take().unwrap_or(Some("")));
+                b.parsed_token(&tok);
             }
         }
     }
-    seps.push(pending_sep.unwrap_or(SepSlot::Lit(String::new())));
-    Ok(Template::new(seps, tokens))
+    b.sep(pending_sep.unwrap_or(Some("")));
+    Ok(b.finish())
 }
 
 /// Parses one token's rendering alone ([`Template::to_slots`]): escapes, typed holes and any
 /// other character as literal text, spaces included.
-fn parse_token(s: &str) -> Result<TokenSlot, String> {
-    let mut pieces: Vec<TPiece> = Vec::new();
+fn parse_token(s: &str) -> Result<ParsedToken, String> {
+    let mut pieces: Vec<ParsedPiece> = Vec::new();
     let mut lit = String::new();
     let mut chars = s.char_indices();
     while let Some((i, c)) = chars.next() {
@@ -745,9 +878,9 @@ fn parse_token(s: &str) -> Result<TokenSlot, String> {
                     .and_then(|end| MaskKind::from_placeholder_name(&s[i + 1..i + 1 + end]))
                     .ok_or_else(|| format!("token {s:?} has an unknown placeholder at byte {i}"))?;
                 if !lit.is_empty() {
-                    pieces.push(TPiece::Lit(std::mem::take(&mut lit)));
+                    pieces.push(ParsedPiece::Lit(std::mem::take(&mut lit)));
                 }
-                pieces.push(TPiece::Hole(kind));
+                pieces.push(ParsedPiece::Hole(kind));
                 // The placeholder is ASCII: skip the rest of it.
                 for _ in 1..kind.placeholder().len() {
                     chars.next();
@@ -759,16 +892,16 @@ fn parse_token(s: &str) -> Result<TokenSlot, String> {
     token_slot(&mut pieces, &mut lit).ok_or_else(|| "an empty token".to_owned())
 }
 
-/// The token slot of the pieces and trailing literal read so far, emptying both; `None` when
+/// The token of the pieces and trailing literal read so far, emptying both; `None` when
 /// nothing was read.
-fn token_slot(pieces: &mut Vec<TPiece>, lit: &mut String) -> Option<TokenSlot> {
+fn token_slot(pieces: &mut Vec<ParsedPiece>, lit: &mut String) -> Option<ParsedToken> {
     if pieces.is_empty() {
-        (!lit.is_empty()).then(|| TokenSlot::Text(std::mem::take(lit)))
+        (!lit.is_empty()).then(|| ParsedToken::Text(std::mem::take(lit)))
     } else {
         if !lit.is_empty() {
-            pieces.push(TPiece::Lit(std::mem::take(lit)));
+            pieces.push(ParsedPiece::Lit(std::mem::take(lit)));
         }
-        Some(TokenSlot::Masked(std::mem::take(pieces)))
+        Some(ParsedToken::Masked(std::mem::take(pieces)))
     }
 }
 
@@ -838,6 +971,34 @@ mod tests {
             if let Some(sim) = reaching {
                 prop_assert_eq!(template.widened_from(&view, &sim), template.widened(&view));
             }
+        }
+
+        /// Proves a template's one buffer is laid out the same way however the template was
+        /// made: widened from a line, read back from its slots or parsed from its rendering, a
+        /// template has its text in slot order and nothing else, so the derived equality (which
+        /// compares the buffer and the ranges into it) is equality of slots, and a widened
+        /// template holds no text of the slots it gave up.
+        /// Mutation check (by hand): keep the old text of a token widened to `<*>` in the buffer
+        /// and the template read back from its slots differs.
+        #[test]
+        fn a_template_is_laid_out_the_same_however_it_was_made(
+            (a, b) in (1usize..24).prop_flat_map(|n| {
+                let words = || proptest::collection::vec(0..WORDS.len(), n);
+                (words(), words())
+            }),
+        ) {
+            let (la, lb) = (line(&a), line(&b));
+            let (mut ta, mut tb) = (Tokens::default(), Tokens::default());
+            ta.fill(&la);
+            tb.fill(&lb);
+            let base = Template::from_line(&ta.view(&la));
+            let template = base.widened(&tb.view(&lb)).unwrap_or(base);
+            prop_assert_eq!(&Template::from_slots(template.to_slots()).unwrap(), &template);
+            // The buffer is the literal slots' text in order: the line with empty parameters.
+            let literal = template.reconstruct(vec![""; template.param_count()]).unwrap();
+            prop_assert_eq!(&*template.text, literal.as_str());
+            let reparsed = Template::parse(&template.to_string()).unwrap();
+            prop_assert_eq!(reparsed.to_string(), template.to_string());
         }
     }
 }

@@ -184,6 +184,11 @@ impl<'a> LineView<'a> {
         self.t.toks.len()
     }
 
+    /// The line's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.line.len()
+    }
+
     pub(crate) fn sep(&self, i: usize) -> &'a str {
         &self.line[self.t.seps[i].clone()]
     }

@@ -35,6 +35,9 @@ pub(crate) fn mine(args: &MineArgs) -> Result<()> {
         .map(|_| args.corpus.line(&realistic, &mut rng))
         .collect();
     let bytes: usize = lines.iter().map(String::len).sum();
+    // What the miner holds: resident memory grows by it (the lines were generated above).
+    let me = std::process::id();
+    let rss_before = ourios_testkit::procfs::rss_kib(me).map(|(_, now)| now);
     let mut miner = TenantMiner::new("bench", MinerConfig::default(), Arc::new(SystemClock));
     let pass = |name: &str, miner: &mut TenantMiner| {
         let start = Instant::now();
@@ -62,6 +65,15 @@ pub(crate) fn mine(args: &MineArgs) -> Result<()> {
     }
     let widened = miner.templates().filter(|(_, v, _)| *v > 1).count();
     println!("templates: {} ({widened} widened)", miner.template_count());
+    let rss_after = ourios_testkit::procfs::rss_kib(me).map(|(_, now)| now);
+    let grown = match (rss_before, rss_after) {
+        (Some(a), Some(b)) => format!("{:.2} MiB", b.saturating_sub(a) as f64 / 1024.0),
+        _ => "unknown".to_owned(),
+    };
+    println!(
+        "the miner's state: about {:.2} MiB by its own count, resident memory grew {grown}",
+        miner.approx_heap_bytes() as f64 / (1024.0 * 1024.0),
+    );
     if args.show_templates > 0 {
         // Where the templates are: Drain compares a line only with templates of its token
         // count, so a crowded count is where mining time goes.
