@@ -89,7 +89,8 @@ struct QueryArgs {
     #[arg(long)]
     until: Option<String>,
     /// Severity: LEVEL or >=LEVEL, >LEVEL, <=LEVEL, <LEVEL (trace, debug, info, warn, error,
-    /// fatal, or 1-24).
+    /// fatal, or 1-24). A record sent without a severity number is read by its severity text
+    /// (WARN, Error, notice, ...).
     #[arg(long)]
     severity: Option<String>,
     /// Lines containing this text (repeatable: all must hold).
@@ -196,10 +197,25 @@ async fn query(args: QueryArgs) -> anyhow::Result<()> {
         out.flush()?;
     }
     if first {
-        // Nothing matched: say so where a person looks, and why a fresh line may not be here.
+        // Nothing matched: say so where a person looks, what was asked, and why a fresh line
+        // may not be here yet.
+        let filtered = q.severity.is_some()
+            || !q.contains.is_empty()
+            || !q.excludes.is_empty()
+            || !q.matches.is_empty()
+            || !q.attributes.is_empty();
         eprintln!(
-            "no lines for tenant {tenant} in the range (a line is readable once its records are \
-             published: within a sweep, about 15 s on the defaults)"
+            "no lines for tenant {tenant} (--since {}{}{}); a line is readable once its records \
+             are published: within a sweep, about 15 s on the defaults",
+            args.since,
+            args.until
+                .map(|u| format!(", --until {u}"))
+                .unwrap_or_default(),
+            if filtered {
+                ", with the filters given"
+            } else {
+                ""
+            },
         );
         ourios_query::write_rows(
             &ourios_query::datafusion::arrow::record_batch::RecordBatch::new_empty(stream.schema()),

@@ -13,10 +13,10 @@ use arrow_schema::DataType;
 use datafusion::arrow::compute::cast;
 use datafusion::common::ScalarValue;
 use datafusion::dataframe::DataFrame;
-use datafusion::functions::expr_fn::{contains, get_field, regexp_like};
+use datafusion::functions::expr_fn::{btrim, contains, get_field, lower, regexp_like};
 use std::ops::Not;
 
-use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::logical_expr::{Expr, col, lit, when};
 use datafusion::physical_plan::SendableRecordBatchStream;
 use ourios_sinks::Day;
 
@@ -50,6 +50,41 @@ const LEVELS: [(&str, i32); 6] = [
     ("error", 17),
     ("fatal", 21),
 ];
+
+/// The `severity_text` values a record without a severity number is read as, and the number
+/// each stands for ([`Severity::of_text`]).
+const TEXT_LEVELS: [(&str, i32); 16] = [
+    ("trace", 1),
+    ("debug", 5),
+    ("info", 9),
+    ("information", 9),
+    ("informational", 9),
+    ("notice", 10),
+    ("warn", 13),
+    ("warning", 13),
+    ("error", 17),
+    ("err", 17),
+    ("critical", 18),
+    ("crit", 18),
+    ("fatal", 21),
+    ("alert", 21),
+    ("emergency", 22),
+    ("emerg", 22),
+];
+
+/// [`Severity::of_text`] as an expression over `severity_text`: 0 for text that names no level.
+fn text_level() -> Expr {
+    let text = lower(btrim(vec![col("severity_text")]));
+    let mut levels = TEXT_LEVELS.iter();
+    let Some((name, n)) = levels.next() else {
+        return lit(0);
+    };
+    let mut case = when(text.clone().eq(lit(*name)), lit(*n));
+    for (name, n) in levels {
+        case = case.when(text.clone().eq(lit(*name)), lit(*n));
+    }
+    case.otherwise(lit(0)).unwrap_or_else(|_| lit(0))
+}
 
 impl Severity {
     /// Parse `LEVEL`, `=LEVEL`, `>=LEVEL`, `>LEVEL`, `<=LEVEL` or `<LEVEL`, where LEVEL is
@@ -86,6 +121,41 @@ impl Severity {
             .iter()
             .find(|(level, _)| *level == name)
             .map(|(_, lo)| (*lo, lo + 3))
+    }
+
+    /// The severity number a record stands at, as an expression over its columns: its
+    /// `severity_number`, or when that is 0 (unspecified, which is what many clients send
+    /// beside a `severity_text` of `WARN` or `Error`) the number its text names
+    /// ([`Severity::of_text`]), else 0.
+    pub fn expr() -> Expr {
+        let number = col("severity_number");
+        when(number.clone().not_eq(lit(0)), number)
+            .otherwise(text_level())
+            .unwrap_or_else(|_| col("severity_number"))
+    }
+
+    /// The filter on a record's severity: its number in the range, or, for a record without
+    /// one, the number its text names. Written as an `OR` whose first arm is the plain range, so
+    /// row groups still prune by their `severity_number` statistics.
+    fn filter(self) -> Expr {
+        let number = col("severity_number");
+        number
+            .clone()
+            .between(lit(self.min), lit(self.max))
+            .or(number
+                .eq(lit(0))
+                .and(text_level().between(lit(self.min), lit(self.max))))
+    }
+
+    /// The severity number a `severity_text` names, in any case and with blanks around it:
+    /// OTLP's six level names (and `warning`), and the syslog names by OTLP's mapping of them
+    /// (`notice` is 10, `critical` 18, `alert` 21, `emergency` 22). `None` for other text.
+    pub fn of_text(text: &str) -> Option<i32> {
+        let text = text.trim();
+        TEXT_LEVELS
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(text))
+            .map(|(_, n)| *n)
     }
 
     /// The level name of a severity number (`unspecified` for 0 and out-of-range numbers).
@@ -178,8 +248,8 @@ impl LineQuery {
                     .or(col("date").eq(lit(date)).and(col("hour").lt_eq(lit(hour)))),
             );
         }
-        if let Some(Severity { min, max }) = self.severity {
-            all.push(col("severity_number").between(lit(min), lit(max)));
+        if let Some(severity) = self.severity {
+            all.push(severity.filter());
         }
         for (k, v) in &self.attributes {
             let value = datafusion::functions::expr_fn::coalesce(vec![

@@ -5,8 +5,9 @@
 //!
 //! - a stream selector `{label="v", label!="v", label=~"re", label!~"re"}` on the labels
 //!   `service_name` (the resource attribute `service.name`), `severity` (alias `level`: the
-//!   level name of the OTLP severity number, `trace` .. `fatal` or `unspecified`) and any other
-//!   resource attribute (by its key, or with `_` for `.`);
+//!   level name of the OTLP severity number, or of the severity text for a record without a
+//!   number, `trace` .. `fatal` or `unspecified`) and any other resource attribute (by its key,
+//!   or with `_` for `.`);
 //! - line filters `|= "s"`, `!= "s"`, `|~ "re"`, `!~ "re"` (strings in `"..."` or backquotes);
 //! - `count_over_time(<log query> [5m])` and `rate(<log query> [5m])`, optionally inside
 //!   `sum(...)` or `sum by (label, ...) (...)`.
@@ -330,7 +331,7 @@ pub fn label_expr(label: &str) -> Expr {
     match label {
         "service_name" => get_field(col("resource_attributes"), "service.name"),
         "severity" | "level" | "detected_level" => {
-            let number = col("severity_number");
+            let number = Severity::expr();
             let mut case = when(
                 number.clone().between(lit(1), lit(4)),
                 lit(Severity::name_of(1)),

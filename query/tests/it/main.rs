@@ -505,6 +505,89 @@ async fn line_query_filters() {
     );
 }
 
+/// Proves a record sent with a severity text and no number (OTLP's 0, unspecified, which many
+/// clients send) is filtered and labelled by its text, in any case and with OTLP's mapping of
+/// the syslog names, while a record's number, when it has one, wins over its text; text that
+/// names no level stays unspecified.
+/// Mutation check (by hand): filter on `severity_number` alone (as before) and the text-only
+/// WARN and Error are missing; drop the `severity_number = 0` guard and the record numbered
+/// info with text ERROR comes back as an error.
+#[tokio::test]
+async fn a_record_without_a_severity_number_is_read_by_its_text() {
+    use datafusion::arrow::array::AsArray as _;
+    use futures::TryStreamExt;
+    let cases: [(i32, &str, &str); 8] = [
+        (0, "WARN", "warn"),
+        (0, " Error ", "error"),
+        (0, "notice", "info"),
+        (0, "CRITICAL", "error"),
+        (0, "emerg", "fatal"),
+        (0, "", "unspecified"),
+        (0, "loud", "unspecified"),
+        (9, "ERROR", "info"),
+    ];
+    let mut w = Writer::new();
+    let lines: Vec<Line> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (number, text, _))| {
+            let mut l = line(DAY0 + i as i64 * 1_000, &format!("case {i}"));
+            l.severity = *number;
+            l.severity_text = (*text).to_owned();
+            l
+        })
+        .collect();
+    w.write("acme", &lines).await;
+    let scope = w.reader().scope(&tenant("acme")).await.unwrap();
+    let lines_of = |severity: &str| {
+        let q = LineQuery {
+            severity: Some(Severity::parse(severity).unwrap()),
+            order: Order::OldestFirst,
+            ..Default::default()
+        };
+        let scope = &scope;
+        async move {
+            let batches: Vec<_> = q.stream(scope).await.unwrap().try_collect().await.unwrap();
+            let mut got = Vec::new();
+            for b in &batches {
+                let line = b.column_by_name("line").unwrap().as_string::<i32>();
+                got.extend((0..b.num_rows()).map(|r| line.value(r).to_owned()));
+            }
+            got
+        }
+    };
+    assert_eq!(
+        lines_of(">=warn").await,
+        ["case 0", "case 1", "case 3", "case 4"]
+    );
+    assert_eq!(lines_of("=info").await, ["case 2", "case 7"]);
+    assert_eq!(lines_of("fatal").await, ["case 4"]);
+    // The `severity` label (Loki's streams and matchers) reads the same way.
+    let labels = scope
+        .records_once()
+        .await
+        .unwrap()
+        .select(vec![
+            datafusion::logical_expr::col("time"),
+            ourios_query::loki::label_expr("severity").alias("severity"),
+        ])
+        .unwrap()
+        .sort(vec![
+            datafusion::logical_expr::col("time").sort(true, false),
+        ])
+        .unwrap()
+        .collect()
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    for b in &labels {
+        let severity = b.column(1).as_string::<i32>();
+        got.extend((0..b.num_rows()).map(|r| severity.value(r).to_owned()));
+    }
+    let expected: Vec<&str> = cases.iter().map(|(_, _, label)| *label).collect();
+    assert_eq!(got, expected);
+}
+
 #[test]
 fn severity_ranges() {
     let s = |t| Severity::parse(t).map(|s| (s.min, s.max)).ok();
@@ -519,6 +602,9 @@ fn severity_ranges() {
     assert_eq!(s("25"), None);
     assert_eq!(Severity::name_of(14), "warn");
     assert_eq!(Severity::name_of(0), "unspecified");
+    assert_eq!(Severity::of_text("Warning"), Some(13));
+    assert_eq!(Severity::of_text(" notice "), Some(10));
+    assert_eq!(Severity::of_text("warnings"), None);
 }
 
 mod s3 {

@@ -20,6 +20,7 @@ pub(crate) const DAY0: i64 = 1_764_547_200_000_000_000;
 pub(crate) struct Line {
     pub(crate) time: i64,
     pub(crate) severity: i32,
+    pub(crate) severity_text: String,
     pub(crate) text: String,
     pub(crate) attributes: Vec<(String, String)>,
     pub(crate) service: String,
@@ -29,6 +30,7 @@ pub(crate) fn line(time: i64, text: &str) -> Line {
     Line {
         time,
         severity: 9,
+        severity_text: String::new(),
         text: text.to_owned(),
         attributes: Vec::new(),
         service: "api".into(),
@@ -108,7 +110,7 @@ impl Writer {
                 time_unix_nano: l.time as u64,
                 observed_time_unix_nano: l.time as u64,
                 severity_number: l.severity,
-                severity_text: String::new(),
+                severity_text: l.severity_text.clone(),
                 template_key: mined.record.template_key.0,
                 template_id: mined.record.template_id,
                 template_version: mined.record.template_version,
