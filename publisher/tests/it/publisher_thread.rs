@@ -402,3 +402,76 @@ fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room()
     assert_eq!(unique, all, "every detached record is in the store");
     assert_eq!(unique.len(), stored.len(), "and once");
 }
+
+/// RFC0059.17, the other side: the default byte bound (`DEFAULT_QUEUE_BYTES`) leaves room for
+/// many partitions, so with the publisher held inside its first publish, a worker detaching
+/// four small partitions queues them all and goes on without one wait for room; released, the
+/// publisher stores every record once. A default of no bytes would admit one partition at a
+/// time (a larger one is admitted only into an empty queue) and hold every worker on the
+/// publisher's pace.
+///
+/// Mutation check (cargo-mutants): `DEFAULT_QUEUE_BYTES` as `32 >> 20` (no bytes).
+#[test]
+fn the_default_byte_bound_queues_many_small_partitions_without_a_wait() {
+    let mut rig = Rig::with_configs(
+        ourios_sinks::RecordSinkConfig {
+            target_partition_bytes: 1 << 30,
+            ceiling_bytes: 1 << 31,
+            ..Default::default()
+        },
+        ourios_publisher::PublisherConfig {
+            queue_bound: 64,
+            ..Default::default()
+        },
+    );
+    for h in 0..4 {
+        rig.append("a", h, 50);
+    }
+    let parts = detach_all(&rig);
+    assert_eq!(parts.len(), 4);
+    let all: BTreeSet<RecordId> = ids_of(&parts).into_iter().flatten().collect();
+    let total: usize = parts.iter().map(Partition::bytes).sum();
+    assert!(
+        total < ourios_publisher::DEFAULT_QUEUE_BYTES,
+        "the partitions ({total} bytes) fit the default bound"
+    );
+
+    fail::cfg("publisher::detached::publish", "pause").unwrap();
+    let recorder = Arc::new(metrics_util::debugging::DebuggingRecorder::new());
+    let snapshotter = recorder.snapshotter();
+    let guard = rig.barrier.enter_encode();
+    let batch = rig.owned(parts);
+    let coord = rig.coord.clone();
+    let worker = std::thread::spawn({
+        let recorder = Arc::clone(&recorder);
+        move || {
+            metrics::with_local_recorder(&*recorder, || coord.enqueue(batch, &guard));
+        }
+    });
+    crate::rig::wait_until(
+        "the worker waited for room under the default byte bound",
+        || worker.is_finished(),
+    );
+    let waits: u64 = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| {
+            key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
+        })
+        .map(|(_, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum();
+    assert_eq!(waits, 0, "no wait for room under the default byte bound");
+
+    fail::remove("publisher::detached::publish");
+    worker.join().unwrap();
+    let (verdict, epoch) = quiesce(&rig);
+    assert!(verdict.all_ok(epoch));
+    let stored = rig.store_ids();
+    let unique: BTreeSet<RecordId> = stored.iter().copied().collect();
+    assert_eq!(unique, all, "every detached record is in the store");
+    assert_eq!(unique.len(), stored.len(), "and once");
+}
