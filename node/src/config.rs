@@ -28,8 +28,9 @@ pub const DEFAULT_MAX_INFLIGHT_BYTES: usize = 8 << 20;
 pub const DEFAULT_ENCODE_QUEUE_BYTES: usize = 16 << 20;
 
 /// Default of [`Config::buffer_ceiling_bytes`]. With the queues, the bodies of waiting requests
-/// and 64 tenants' miners it holds a node at `max` realistic load to about 512 MiB resident
-/// (494-516 MiB measured; `xtask/loadgen/PROFILE.md`, "Memory at 64 tenants, again").
+/// and 64 tenants' miners it holds a node at `max` realistic load under 512 MiB resident
+/// (461-479 MiB measured; `xtask/loadgen/PROFILE.md`, "Memory at 64 tenants, again" and "A
+/// template in one buffer").
 pub const DEFAULT_BUFFER_CEILING_BYTES: usize = ourios_sinks::DEFAULT_CEILING_BYTES;
 
 /// The `serve` settings, all optional: once as the command line and the environment give them

@@ -317,6 +317,43 @@ fn dropping_every_handle_frees_the_coordinator_and_ends_its_thread() {
     drop((records, rt));
 }
 
+/// Enqueues `parts` on a thread of its own, as a detaching worker does (holding an encode
+/// guard), with the counters it bumps recorded locally: the worker, and what it counted.
+fn enqueue_on_a_worker(
+    rig: &Rig,
+    parts: Vec<Partition>,
+) -> (
+    std::thread::JoinHandle<()>,
+    metrics_util::debugging::Snapshotter,
+) {
+    let recorder = Arc::new(metrics_util::debugging::DebuggingRecorder::new());
+    let snapshotter = recorder.snapshotter();
+    let guard = rig.barrier.enter_encode();
+    let batch = rig.owned(parts);
+    let coord = rig.coord.clone();
+    let worker = std::thread::spawn(move || {
+        metrics::with_local_recorder(&*recorder, || coord.enqueue(batch, &guard));
+    });
+    (worker, snapshotter)
+}
+
+/// How often the worker of [`enqueue_on_a_worker`] waited for room in the byte bound
+/// (`ourios.publisher.budget_waits`).
+fn budget_waits(snapshotter: &metrics_util::debugging::Snapshotter) -> u64 {
+    snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| {
+            key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
+        })
+        .map(|(_, _, _, value)| match value {
+            metrics_util::debugging::DebugValue::Counter(n) => n,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// RFC0059.17: the publisher queue is bounded in bytes, not only in partitions. With the
 /// publisher held inside its first partition's publish and room in the queue for one more
 /// partition's bytes, the worker detaching four partitions waits on the third (counted in
@@ -349,27 +386,10 @@ fn a_full_byte_bound_holds_the_detaching_worker_until_the_publisher_takes_room()
 
     // The publisher takes the first partition off the queue and stops inside its publish.
     fail::cfg("publisher::detached::publish", "pause").unwrap();
-    let recorder = Arc::new(metrics_util::debugging::DebuggingRecorder::new());
-    let snapshotter = recorder.snapshotter();
-    let guard = rig.barrier.enter_encode();
-    let batch = rig.owned(parts);
-    let coord = rig.coord.clone();
-    let worker = std::thread::spawn({
-        let recorder = Arc::clone(&recorder);
-        move || {
-            metrics::with_local_recorder(&*recorder, || coord.enqueue(batch, &guard));
-        }
-    });
+    let (worker, snapshotter) = enqueue_on_a_worker(&rig, parts);
 
     crate::rig::wait_until("the worker never waited for the byte bound", || {
-        snapshotter
-            .snapshot()
-            .into_vec()
-            .into_iter()
-            .any(|(key, _, _, value)| {
-                key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
-                    && matches!(value, metrics_util::debugging::DebugValue::Counter(n) if n > 0)
-            })
+        budget_waits(&snapshotter) > 0
     });
     // The publisher is paused with one partition in hand and at most one in the queue: the
     // worker cannot get past the one after.
@@ -437,34 +457,16 @@ fn the_default_byte_bound_queues_many_small_partitions_without_a_wait() {
     );
 
     fail::cfg("publisher::detached::publish", "pause").unwrap();
-    let recorder = Arc::new(metrics_util::debugging::DebuggingRecorder::new());
-    let snapshotter = recorder.snapshotter();
-    let guard = rig.barrier.enter_encode();
-    let batch = rig.owned(parts);
-    let coord = rig.coord.clone();
-    let worker = std::thread::spawn({
-        let recorder = Arc::clone(&recorder);
-        move || {
-            metrics::with_local_recorder(&*recorder, || coord.enqueue(batch, &guard));
-        }
-    });
+    let (worker, snapshotter) = enqueue_on_a_worker(&rig, parts);
     crate::rig::wait_until(
         "the worker waited for room under the default byte bound",
         || worker.is_finished(),
     );
-    let waits: u64 = snapshotter
-        .snapshot()
-        .into_vec()
-        .into_iter()
-        .filter(|(key, _, _, _)| {
-            key.key().name() == ourios_publisher::metrics::PUBLISHER_BUDGET_WAITS
-        })
-        .map(|(_, _, _, value)| match value {
-            metrics_util::debugging::DebugValue::Counter(n) => n,
-            _ => 0,
-        })
-        .sum();
-    assert_eq!(waits, 0, "no wait for room under the default byte bound");
+    assert_eq!(
+        budget_waits(&snapshotter),
+        0,
+        "no wait for room under the default byte bound"
+    );
 
     fail::remove("publisher::detached::publish");
     worker.join().unwrap();
