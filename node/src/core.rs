@@ -8,7 +8,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use ourios_barrier::{Barrier, PublishOutcome};
 use ourios_miner::{AuditEventKind, Clock, MinerConfig, TenantMiner};
 use ourios_publisher::PublishCoordinator;
@@ -271,7 +270,7 @@ impl Core {
         self: &Arc<Self>,
         tenant_id: &TenantId,
         mut canonical: Vec<u8>,
-        mut request: ExportLogsServiceRequest,
+        mut lines: Vec<otlp::Line>,
     ) -> Result<Lsn, IngestError> {
         let started = Instant::now();
         let tenant = tenant_id.as_str();
@@ -313,17 +312,23 @@ impl Core {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(1));
-        if otlp::stamp_receive_time(&mut request, now) {
-            ::metrics::counter!(metrics::TIME_SUBSTITUTED, "reason" => "receive_time").increment(1);
-            canonical = prost::Message::encode_to_vec(&request);
+        if lines.iter().any(otlp::needs_receive_time) {
+            // Rare (a client that sets no time at all), so the request is decoded again whole
+            // to be stamped and encoded.
+            let mut request = otlp::decode_frame(&canonical)
+                .expect("canonical bytes are protobuf that decoded once already");
+            if otlp::stamp_receive_time(&mut request, now) {
+                ::metrics::counter!(metrics::TIME_SUBSTITUTED, "reason" => "receive_time")
+                    .increment(1);
+                canonical = prost::Message::encode_to_vec(&request);
+                lines = otlp::into_lines(request);
+            }
         }
         let core = Arc::clone(self);
         let tenant = tenant.to_owned();
         let tid = tenant_id.clone();
-        // Nothing reads the decoded request again: its strings move into the lines, so a
-        // request waiting for its frame's turn holds its lines and (until the WAL has them) its
-        // canonical bytes, not a third copy.
-        let mut lines = otlp::into_lines(request);
+        // A request waiting for its frame's turn holds its lines and (until the WAL has them)
+        // its canonical bytes, not a third copy.
         let n = lines.len() as u64;
         // In place only on a multi-thread runtime: a wait there (a full publisher queue behind
         // a detached partition) can hand the worker's other tasks on (`pool::may_block`); a

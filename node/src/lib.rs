@@ -596,9 +596,8 @@ fn replay_frames(
             recovery.skipped += 1;
             continue;
         }
-        let request = otlp::decode_frame(frame.payload())
+        let mut lines = otlp::frame_lines(frame.payload())
             .with_context(|| format!("frame {} of tenant {tenant} does not decode", frame.lsn.0))?;
-        let mut lines = otlp::into_lines(request);
         let state = core.tenant(&tenant);
         match frame.mode {
             ReplayMode::RegenerationOnly => {

@@ -11,6 +11,8 @@ use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use prost::Message;
 
+pub mod wire;
+
 /// Why a request body was refused. Every variant is a client error (4xx): nothing is written.
 #[derive(Debug, thiserror::Error)]
 pub enum DecodeError {
@@ -176,14 +178,14 @@ pub fn wire_record_count(body: &[u8]) -> Option<usize> {
 /// The content type of an OTLP protobuf body (OTLP/HTTP's default, and what gRPC carries).
 pub const PROTOBUF_CONTENT_TYPE: &str = "application/x-protobuf";
 
-/// Decodes a request body into canonical protobuf bytes plus the decoded request:
+/// Decodes a request body into canonical protobuf bytes plus its lines:
 /// [`decompress`], then [`decode_decompressed`].
 pub fn decode(
     format: Format,
     content_encoding: Option<&str>,
     body: &[u8],
     limits: Limits,
-) -> Result<(Vec<u8>, ExportLogsServiceRequest), DecodeError> {
+) -> Result<(Vec<u8>, Vec<Line>), DecodeError> {
     let raw = decompress(content_encoding, body, limits.body_bytes)?;
     decode_decompressed(format, raw, limits)
 }
@@ -217,13 +219,16 @@ pub fn decompress<'a>(
     Ok(raw)
 }
 
-/// Decodes a decompressed body (from [`decompress`]) into canonical protobuf bytes plus the
-/// decoded request, within `limits`.
+/// Decodes a decompressed body (from [`decompress`]) into canonical protobuf bytes plus its
+/// lines (in the order of [`into_lines`]), within `limits`.
+///
+/// A protobuf body's lines are read from its bytes ([`wire::lines`]); what that walk leaves
+/// alone, and every JSON body, is decoded whole first.
 pub fn decode_decompressed(
     format: Format,
     raw: std::borrow::Cow<'_, [u8]>,
     limits: Limits,
-) -> Result<(Vec<u8>, ExportLogsServiceRequest), DecodeError> {
+) -> Result<(Vec<u8>, Vec<Line>), DecodeError> {
     let limit = limits.body_bytes;
     // Counted before decoding: a record is two bytes on the wire and hundreds decoded.
     let counted = match format {
@@ -243,14 +248,26 @@ pub fn decode_decompressed(
             limit: limits.records,
         });
     }
-    let request = match format {
-        Format::Protobuf => ExportLogsServiceRequest::decode(&*raw)?,
-        Format::Json => serde_json::from_slice(&raw)?,
+    let read = match format {
+        Format::Protobuf => counted.and_then(|n| wire::lines_counted(&raw, n)),
+        Format::Json => None,
     };
-    if record_count(&request) == 0 {
+    let (canonical, lines, expanded) = match (format, read) {
+        (_, Some(read)) => (raw.into_owned(), read.lines, read.expanded),
+        (Format::Protobuf, None) => {
+            let request = ExportLogsServiceRequest::decode(&*raw)?;
+            let expanded = expanded_bytes(&request, raw.len());
+            (raw.into_owned(), into_lines(request), expanded)
+        }
+        (Format::Json, None) => {
+            let request: ExportLogsServiceRequest = serde_json::from_slice(&raw)?;
+            let expanded = expanded_bytes(&request, raw.len());
+            (request.encode_to_vec(), into_lines(request), expanded)
+        }
+    };
+    if lines.is_empty() {
         return Err(DecodeError::Empty);
     }
-    let expanded = expanded_bytes(&request, raw.len());
     let expanded_limit = limit.saturating_mul(EXPANSION_FACTOR);
     if expanded > expanded_limit {
         return Err(DecodeError::TooLargeExpanded {
@@ -258,16 +275,27 @@ pub fn decode_decompressed(
             limit: expanded_limit,
         });
     }
-    let canonical = match format {
-        Format::Protobuf => raw.into_owned(),
-        Format::Json => request.encode_to_vec(),
-    };
-    Ok((canonical, request))
+    Ok((canonical, lines))
 }
 
 /// Decodes canonical protobuf bytes read back from the WAL.
 pub fn decode_frame(payload: &[u8]) -> Result<ExportLogsServiceRequest, prost::DecodeError> {
     ExportLogsServiceRequest::decode(payload)
+}
+
+/// The lines of canonical protobuf bytes read back from the WAL: the lines their first
+/// decoding made ([`decode_decompressed`]).
+pub fn frame_lines(payload: &[u8]) -> Result<Vec<Line>, prost::DecodeError> {
+    match wire::lines(payload) {
+        Some(read) => Ok(read.lines),
+        None => decode_frame(payload).map(into_lines),
+    }
+}
+
+/// Whether a line has neither a usable time nor a usable observed time, so that
+/// [`stamp_receive_time`] changes its record.
+pub fn needs_receive_time(line: &Line) -> bool {
+    !usable_time(line.time_unix_nano) && !usable_time(line.observed_time_unix_nano)
 }
 
 /// How many log records a request carries.
@@ -505,9 +533,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(canonical, bytes);
-        assert_eq!(flatten(&got).len(), 2);
-        assert_eq!(flatten(&got)[1].body, "b 2");
-        assert_eq!(flatten(&got)[0].trace_id, Some([7; 16]));
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[1].body, "b 2");
+        assert_eq!(got[0].trace_id, Some([7; 16]));
     }
 
     /// OTLP/JSON (hex ids, string int64) decodes and is re-encoded as canonical protobuf.

@@ -227,8 +227,8 @@ pub(crate) async fn accept(
     let decoded = otlp::decode_decompressed(format, raw, limits);
     // Not held while the request waits for its frame: the canonical bytes are its copy.
     drop(body);
-    let (canonical, request) = decoded.map_err(decode_refusal)?;
-    let ingested = state.core.ingest(&tenant, canonical, request).await;
+    let (canonical, lines) = decoded.map_err(decode_refusal)?;
+    let ingested = state.core.ingest(&tenant, canonical, lines).await;
     drop(bytes);
     ingested.map_err(|e| {
         let kind = match &e {

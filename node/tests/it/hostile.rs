@@ -485,7 +485,7 @@ async fn hostile_a_full_buffer_pushes_back_and_loses_nothing() {
             .ingest(
                 &ourios_wal::TenantId::new("t").unwrap(),
                 req.encode_to_vec(),
-                req,
+                ourios_node::otlp::frame_lines(&req.encode_to_vec()).expect("a valid request"),
             )
             .await
         {

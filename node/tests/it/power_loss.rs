@@ -92,7 +92,8 @@ async fn power_loss_at_random_operations_of_the_node_loses_nothing_acknowledged(
                         .ingest(
                             &ourios_wal::TenantId::new(tenant).unwrap(),
                             req.encode_to_vec(),
-                            req,
+                            ourios_node::otlp::frame_lines(&req.encode_to_vec())
+                                .expect("a valid request"),
                         )
                         .await
                     {

@@ -144,7 +144,7 @@ pub(crate) async fn ingest(node: &Node, tenant: &str, bodies: &[String]) -> Lsn 
         .ingest(
             &TenantId::new(tenant).expect("a valid tenant"),
             req.encode_to_vec(),
-            req,
+            ourios_node::otlp::frame_lines(&req.encode_to_vec()).expect("a valid request"),
         )
         .await
         .expect("ingest is acknowledged")
