@@ -22,6 +22,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
 mod corpus;
+mod decode;
 mod grpc;
 mod mine;
 mod read;
@@ -56,6 +57,8 @@ enum Cmd {
     Read(read::ReadArgs),
     /// The miner alone on a corpus, in process, on one core (lines/s, templates made).
     Mine(mine::MineArgs),
+    /// The node's request decoding alone, in process, on one core, against prost's.
+    Decode(decode::DecodeArgs),
     /// A loopback HTTP/1.1 server answering every request with an empty 200, and an OTLP/gRPC
     /// one answering every `Export` with an empty response.
     NullServer {
@@ -164,6 +167,7 @@ fn main() -> Result<()> {
         Cmd::Fill(args) => read::fill(&args),
         Cmd::Read(args) => read::read(&args),
         Cmd::Mine(args) => mine::mine(&args),
+        Cmd::Decode(args) => decode::decode(&args),
         Cmd::NullServer { listen, ready_file } => null_server(listen, ready_file.as_deref()),
     }
 }
