@@ -58,10 +58,9 @@ pub(super) fn lines_counted(body: &[u8], records: usize) -> Option<WireLines> {
 
 /// Buffers reused from record to record.
 #[derive(Default)]
-struct Scratch {
-    /// Where the current record's attribute fields are in it, found before their buffer is
-    /// sized.
-    attributes: Vec<std::ops::Range<usize>>,
+struct Scratch<'a> {
+    /// The current record's attributes, read before their buffer is sized.
+    attributes: Vec<(&'a str, Scalar<'a>)>,
 }
 
 /// One field's value as the wire carries it.
@@ -116,7 +115,11 @@ fn varint(value: Value<'_>) -> Option<u64> {
 }
 
 /// `ResourceLogs`: `resource` (1), `scope_logs` (2), `schema_url` (3).
-fn resource_logs_into(body: &[u8], out: &mut WireLines, scratch: &mut Scratch) -> Option<()> {
+fn resource_logs_into<'a>(
+    body: &'a [u8],
+    out: &mut WireLines,
+    scratch: &mut Scratch<'a>,
+) -> Option<()> {
     // The resource may follow its scopes on the wire, and every line carries its attributes:
     // read it first.
     let mut resource: Option<Attrs> = None;
@@ -189,11 +192,11 @@ fn resource_attributes(body: &[u8]) -> Option<Attrs> {
 
 /// `ScopeLogs`: `scope` (1), `log_records` (2), `schema_url` (3). Pushes its records' lines and
 /// returns the size of its scope's attributes.
-fn scope_logs_into(
-    body: &[u8],
+fn scope_logs_into<'a>(
+    body: &'a [u8],
     resource: &ourios_sinks::SharedAttributes,
     out: &mut WireLines,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) -> Option<usize> {
     let mut scope: Option<usize> = None;
     let mut buf = body;
@@ -234,10 +237,10 @@ fn scope_size(body: &[u8]) -> Option<usize> {
 /// A `LogRecord` as its line: `time_unix_nano` (1), `severity_number` (2), `severity_text`
 /// (3), `body` (5), `attributes` (6), `dropped_attributes_count` (7), `flags` (8), `trace_id`
 /// (9), `span_id` (10), `observed_time_unix_nano` (11), `event_name` (12).
-fn line(
-    body: &[u8],
+fn line<'a>(
+    body: &'a [u8],
     resource: &ourios_sinks::SharedAttributes,
-    scratch: &mut Scratch,
+    scratch: &mut Scratch<'a>,
 ) -> Option<Line> {
     let mut time_unix_nano = 0;
     let mut observed_time_unix_nano = 0;
@@ -258,10 +261,7 @@ fn line(
             (3, value) => severity_text = text(value)?,
             (5, Value::Bytes(_)) if text_body.is_some() => return None,
             (5, Value::Bytes(bytes)) => text_body = Some(any_value(bytes)?),
-            (6, Value::Bytes(kv)) => {
-                let end = body.len() - buf.len();
-                attributes.push(end - kv.len()..end);
-            }
+            (6, Value::Bytes(kv)) => attributes.push(key_value_of(kv)?),
             (7, Value::Varint(_)) | (8, Value::Fixed32) => {}
             (9, Value::Bytes(bytes)) => trace_id = bytes,
             (10, Value::Bytes(bytes)) => span_id = bytes,
@@ -272,12 +272,14 @@ fn line(
             _ => {}
         }
     }
-    // Every key and value is at most its field's bytes.
-    let text_bytes = attributes.iter().map(ExactSizeIterator::len).sum();
+    // Exact for string values; the buffer grows if another value renders longer.
+    let text_bytes = attributes
+        .iter()
+        .map(|(key, value)| key.len() + value.len_hint())
+        .sum();
     let mut attrs = ourios_sinks::Attributes::with_capacity(attributes.len(), text_bytes);
     let mut rendered = String::new();
-    for kv in attributes.iter() {
-        let (key, value) = key_value_of(&body[kv.clone()])?;
+    for &(key, value) in attributes.iter() {
         match value {
             Scalar::Str(s) => attrs.push(key, s),
             other => {
@@ -359,6 +361,15 @@ fn any_value(body: &[u8]) -> Option<Scalar<'_>> {
 }
 
 impl Scalar<'_> {
+    /// About the bytes [`Scalar::render_into`] appends: exact for a string (as `into_lines`
+    /// sizes its buffer).
+    fn len_hint(self) -> usize {
+        match self {
+            Scalar::Str(s) => s.len(),
+            _ => 8,
+        }
+    }
+
     /// Appends what [`super::render_value`] makes of this value.
     fn render_into(self, out: &mut String) {
         use std::fmt::Write as _;
