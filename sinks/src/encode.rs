@@ -140,8 +140,8 @@ impl EncodeError {
 
 /// Record columns whose values are (nearly) unique per row, written without a dictionary.
 ///
-/// A dictionary pays off where values repeat (tenant, severity, template id, params, attribute
-/// keys and values: user names, status codes, hosts); on a column of unique values the writer
+/// A dictionary pays off where values repeat (tenant, severity, template id, attribute keys); on
+/// a column of unique values the writer
 /// hashes and compares every value for nothing until its dictionary page outgrows its limit and
 /// it falls back to plain encoding anyway. A kept body (a low-confidence line) costs most per
 /// row: hundreds of bytes, all distinct. The fixed-size binary columns (WAL id, template key,
@@ -153,6 +153,22 @@ pub const PLAIN_COLUMNS: [&str; 5] = [
     columns::RECORD_LSN,
     columns::RECORD_INDEX,
 ];
+
+/// Record columns whose values repeat in some traffic and not in other, written with a small
+/// dictionary ([`MIXED_DICTIONARY_BYTES`]): a file whose values repeat keeps it, one whose
+/// dictionary outgrows it falls back to plain encoding for the rest of the column.
+///
+/// Parameters and attribute values are status codes, methods and host names in one service's
+/// logs and request ids, addresses and durations in another's. Under Parquet's own limit (1 MiB)
+/// the writer hashes and compares every value of a partition of mostly unique ones into a
+/// dictionary it hardly uses; plain, ZSTD still finds their repeats.
+/// `ourios-loadgen encode --plain COLUMN` measures either choice against this one.
+pub const MIXED_DICTIONARY_COLUMNS: [&str; 2] = ["params.list.item", "attributes.entries.values"];
+
+/// The dictionary page size past which a [`MIXED_DICTIONARY_COLUMNS`] column falls back to
+/// plain encoding. A few thousand distinct short values fit: the repeating values of one
+/// service's logs keep their dictionary.
+pub const MIXED_DICTIONARY_BYTES: usize = 64 << 10;
 
 /// Record columns written without min/max statistics: no reader prunes on them.
 ///
@@ -171,17 +187,26 @@ pub const UNPRUNED_COLUMNS: [&str; 6] = [
 ];
 
 /// The properties record files are written with: ZSTD (default level) or uncompressed, no
-/// dictionary on [`PLAIN_COLUMNS`] and no statistics on [`UNPRUNED_COLUMNS`].
+/// dictionary on [`PLAIN_COLUMNS`], a small one on [`MIXED_DICTIONARY_COLUMNS`] and no
+/// statistics on [`UNPRUNED_COLUMNS`].
 pub fn record_writer_properties(zstd: bool) -> WriterProperties {
     let mut builder = properties_builder(zstd);
     for column in PLAIN_COLUMNS {
-        builder = builder.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        builder = builder.set_column_dictionary_enabled(leaf_path(column), false);
+    }
+    for column in MIXED_DICTIONARY_COLUMNS {
+        builder = builder
+            .set_column_dictionary_page_size_limit(leaf_path(column), MIXED_DICTIONARY_BYTES);
     }
     for column in UNPRUNED_COLUMNS {
-        let path = ColumnPath::from(column.split('.').map(str::to_owned).collect::<Vec<_>>());
-        builder = builder.set_column_statistics_enabled(path, EnabledStatistics::None);
+        builder = builder.set_column_statistics_enabled(leaf_path(column), EnabledStatistics::None);
     }
     builder.build()
+}
+
+/// A leaf column's path from its dotted name (`attributes.entries.values`).
+fn leaf_path(name: &str) -> ColumnPath {
+    ColumnPath::from(name.split('.').map(str::to_owned).collect::<Vec<_>>())
 }
 
 /// Writer properties: ZSTD (default level) or uncompressed.
@@ -417,13 +442,22 @@ fn chunks(records: &[LogRecord], limit: usize) -> impl Iterator<Item = &[LogReco
 /// batches of at most [`ENCODE_CHUNK_BYTES`]. A panic in Arrow or the writer is contained and
 /// returned as [`EncodeError::Panicked`].
 pub fn encode_records(records: &[LogRecord], zstd: bool) -> Result<Vec<u8>, EncodeError> {
-    encode_records_in(records, zstd, ENCODE_CHUNK_BYTES)
+    encode_records_in(records, record_writer_properties(zstd), ENCODE_CHUNK_BYTES)
 }
 
-/// [`encode_records`] with batches of at most `chunk_bytes`.
+/// [`encode_records`] with other writer properties than [`record_writer_properties`]: what a
+/// benchmark compares the node's choices against.
+pub fn encode_records_with(
+    records: &[LogRecord],
+    properties: WriterProperties,
+) -> Result<Vec<u8>, EncodeError> {
+    encode_records_in(records, properties, ENCODE_CHUNK_BYTES)
+}
+
+/// [`encode_records_with`] with batches of at most `chunk_bytes`.
 fn encode_records_in(
     records: &[LogRecord],
-    zstd: bool,
+    properties: WriterProperties,
     chunk_bytes: usize,
 ) -> Result<Vec<u8>, EncodeError> {
     // Everything the closure touches is its own or read-only: nothing is left half-changed.
@@ -434,7 +468,6 @@ fn encode_records_in(
         ));
         let mut batches = chunks(records, chunk_bytes);
         let first = record_batch(batches.next().unwrap_or_default())?;
-        let properties = record_writer_properties(zstd);
         let mut writer = ArrowWriter::try_new(Vec::new(), first.schema(), Some(properties))?;
         writer.write(&first)?;
         drop(first);
@@ -804,6 +837,74 @@ mod tests {
         assert_eq!(back, records, "the records read back byte for byte");
     }
 
+    /// A partition whose parameters and attribute values repeat keeps their dictionaries; one
+    /// whose values are all distinct falls back to plain pages once the dictionary passes
+    /// `MIXED_DICTIONARY_BYTES`, long before Parquet's own 1 MiB. Read back, both are the
+    /// records written, byte for byte.
+    /// Mutation check (by hand): with the `MIXED_DICTIONARY_COLUMNS` loop in
+    /// `record_writer_properties` emptied, the distinct partition keeps a dictionary on every
+    /// page and this fails.
+    #[test]
+    fn mixed_columns_keep_a_dictionary_only_while_values_repeat() {
+        let partition = |value: &dyn Fn(u64) -> String| -> Vec<LogRecord> {
+            (1..=4_000)
+                .map(|i| {
+                    let mut r = record(i, String::new());
+                    r.body = None;
+                    r.params = vec![value(i)].into();
+                    r.attributes = [("request.id".to_owned(), value(i))].into_iter().collect();
+                    r
+                })
+                .collect()
+        };
+        // 40 bytes a value in the dictionary page: 4 000 distinct ones are 160 KB.
+        let distinct = partition(&|i| format!("{:036x}", u128::from(i) * 0x9e37_79b9_7f4a_7c15));
+        let repeating = partition(&|i| format!("{:036x}", i % 50));
+        let plain_pages_of = |records: &[LogRecord], column: &str| {
+            let bytes = bytes::Bytes::from(encode_records(records, true).unwrap());
+            let reader = SerializedFileReader::new(bytes.clone()).unwrap();
+            // Every data page of the column, read back: how many are plain.
+            let mut plain = 0;
+            for g in 0..reader.num_row_groups() {
+                let group = reader.get_row_group(g).unwrap();
+                let index = (0..group.num_columns())
+                    .find(|&c| group.metadata().column(c).column_path().string() == column)
+                    .unwrap_or_else(|| panic!("no leaf column `{column}`"));
+                for page in group.get_column_page_reader(index).unwrap() {
+                    let page = page.unwrap();
+                    if page.page_type() != parquet::basic::PageType::DICTIONARY_PAGE
+                        && page.encoding() == parquet::basic::Encoding::PLAIN
+                    {
+                        plain += 1;
+                    }
+                }
+            }
+            let store = object_store::memory::InMemory::new();
+            let back = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap()
+                .block_on(async {
+                    let path = crate::store::object_path("", ["records", "t.parquet"]);
+                    use object_store::ObjectStoreExt as _;
+                    store.put(&path, bytes.into()).await.unwrap();
+                    crate::read::read_records(&store, "").await.unwrap()
+                });
+            assert_eq!(back, records, "the records read back byte for byte");
+            plain
+        };
+        for column in MIXED_DICTIONARY_COLUMNS {
+            assert!(
+                plain_pages_of(&distinct, column) > 0,
+                "`{column}` of distinct values kept its dictionary on every page"
+            );
+            assert_eq!(
+                plain_pages_of(&repeating, column),
+                0,
+                "`{column}` of repeating values lost its dictionary"
+            );
+        }
+    }
+
     /// The columns no reader prunes on are written without statistics, the ones a scan filters
     /// by keep theirs; every name in `UNPRUNED_COLUMNS` is a leaf column of the record file (a
     /// renamed column would otherwise silently get its statistics back).
@@ -913,8 +1014,11 @@ mod tests {
     #[test]
     fn a_chunked_encode_holds_every_record_in_order() {
         let records: Vec<LogRecord> = (1..=50).map(|i| record(i, format!("line {i}"))).collect();
-        let (one, _) = lsns_of(encode_records_in(&records, true, usize::MAX).unwrap());
-        let (many, _) = lsns_of(encode_records_in(&records, true, 1).unwrap());
+        let (one, _) = lsns_of(
+            encode_records_in(&records, record_writer_properties(true), usize::MAX).unwrap(),
+        );
+        let (many, _) =
+            lsns_of(encode_records_in(&records, record_writer_properties(true), 1).unwrap());
         assert_eq!(one, (1..=50).collect::<Vec<_>>());
         assert_eq!(many, one);
     }

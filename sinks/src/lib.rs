@@ -49,8 +49,9 @@ pub use audit::{
     TenantAudit, derive_audit_partition,
 };
 pub use encode::{
-    ENCODE_CHUNK_BYTES, EncodeError, PLAIN_COLUMNS, UNPRUNED_COLUMNS, audit_columns, audit_schema,
-    columns, encode_audit, encode_records, find_poisoned, record_schema, record_writer_properties,
+    ENCODE_CHUNK_BYTES, EncodeError, MIXED_DICTIONARY_BYTES, MIXED_DICTIONARY_COLUMNS,
+    PLAIN_COLUMNS, UNPRUNED_COLUMNS, audit_columns, audit_schema, columns, encode_audit,
+    encode_records, encode_records_with, find_poisoned, record_schema, record_writer_properties,
     validate_record,
 };
 pub use local::{DirSync, DurableLocalStore, FsyncDir, LocalFs, StdFs, remove_staging_files};
