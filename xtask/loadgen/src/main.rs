@@ -23,6 +23,7 @@ use clap::{Parser, Subcommand};
 
 mod corpus;
 mod decode;
+mod encode;
 mod grpc;
 mod mine;
 mod read;
@@ -59,6 +60,9 @@ enum Cmd {
     Mine(mine::MineArgs),
     /// The node's request decoding alone, in process, on one core, against prost's.
     Decode(decode::DecodeArgs),
+    /// The publisher's Parquet encode alone on the corpus: the node's writer properties against
+    /// Parquet's defaults in one run.
+    Encode(encode::EncodeArgs),
     /// A loopback HTTP/1.1 server answering every request with an empty 200, and an OTLP/gRPC
     /// one answering every `Export` with an empty response.
     NullServer {
@@ -168,6 +172,7 @@ fn main() -> Result<()> {
         Cmd::Read(args) => read::read(&args),
         Cmd::Mine(args) => mine::mine(&args),
         Cmd::Decode(args) => decode::decode(&args),
+        Cmd::Encode(args) => encode::encode(&args),
         Cmd::NullServer { listen, ready_file } => null_server(listen, ready_file.as_deref()),
     }
 }
