@@ -140,12 +140,12 @@ impl EncodeError {
 
 /// Record columns whose values are (nearly) unique per row, written without a dictionary.
 ///
-/// A dictionary pays off where values repeat (tenant, severity, template id, attribute keys); on
-/// a column of unique values the writer
-/// hashes and compares every value for nothing until its dictionary page outgrows its limit and
-/// it falls back to plain encoding anyway. A kept body (a low-confidence line) costs most per
-/// row: hundreds of bytes, all distinct. The fixed-size binary columns (WAL id, template key,
-/// trace and span ids) are written without a dictionary already.
+/// A dictionary pays off where values repeat (tenant, severity, template id, attribute keys);
+/// on a column of unique values the writer hashes and compares every value for nothing until
+/// its dictionary page outgrows its limit and it falls back to plain encoding anyway. A kept
+/// body (a low-confidence line) costs most per row: hundreds of bytes, all distinct. The
+/// fixed-size binary columns (WAL id, template key, trace and span ids) are written without a
+/// dictionary already.
 pub const PLAIN_COLUMNS: [&str; 5] = [
     columns::BODY,
     columns::TIME,
