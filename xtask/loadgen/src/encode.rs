@@ -215,3 +215,45 @@ fn print_columns(records: &[LogRecord], properties: WriterProperties) -> Result<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The partitions hold every record of the corpus once, in order, each within the target
+    /// size (a record larger than it alone), so both sides of the ratio encode the same rows.
+    #[test]
+    fn partitions_hold_every_record_once_within_the_target() {
+        let args = EncodeArgs {
+            corpus: Corpus::Realistic,
+            partition_bytes: 1 << 20,
+            rounds: 1,
+            plain: Vec::new(),
+            columns: false,
+        };
+        let partitions = partitions(&args).unwrap();
+        let ids: Vec<(u64, u32)> = partitions
+            .iter()
+            .flatten()
+            .map(|r| (r.id.lsn, r.id.index))
+            .collect();
+        let mut unique = ids.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique, ids, "ids repeat or are out of order");
+        let load = Load::new(Corpus::Realistic, 1, 1000);
+        let expected: usize = load.bodies[0]
+            .iter()
+            .map(|b| otlp::wire_record_count(b).unwrap())
+            .sum();
+        assert_eq!(ids.len(), expected, "a line of the corpus is missing");
+        assert!(partitions.len() > 1, "the target did not cut the corpus");
+        for partition in &partitions {
+            let bytes: usize = partition.iter().map(LogRecord::estimated_bytes).sum();
+            assert!(
+                bytes <= args.partition_bytes || partition.len() == 1,
+                "a partition of {bytes} bytes"
+            );
+        }
+    }
+}
