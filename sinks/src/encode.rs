@@ -789,6 +789,20 @@ mod tests {
         (lsns, groups)
     }
 
+    /// A record file's records, read back through the store's reader from an in-memory store.
+    fn read_back(file: bytes::Bytes) -> Vec<LogRecord> {
+        let store = object_store::memory::InMemory::new();
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(async {
+                let path = crate::store::object_path("", ["records", "t.parquet"]);
+                use object_store::ObjectStoreExt as _;
+                store.put(&path, file.into()).await.unwrap();
+                crate::read::read_records(&store, "").await.unwrap()
+            })
+    }
+
     /// The unique-per-row columns are written without a dictionary, the repeating ones with one;
     /// every name in `PLAIN_COLUMNS` is a leaf column of the record file (a renamed column
     /// would otherwise silently get its dictionary back). Read back, the rows are the same.
@@ -824,17 +838,11 @@ mod tests {
             assert!(dictionary_of(name), "`{name}` lost its dictionary");
         }
         // Read back through the store's reader: every record, every column, as written.
-        let store = object_store::memory::InMemory::new();
-        let back = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap()
-            .block_on(async {
-                let path = crate::store::object_path("", ["records", "t.parquet"]);
-                use object_store::ObjectStoreExt as _;
-                store.put(&path, bytes.into()).await.unwrap();
-                crate::read::read_records(&store, "").await.unwrap()
-            });
-        assert_eq!(back, records, "the records read back byte for byte");
+        assert_eq!(
+            read_back(bytes),
+            records,
+            "the records read back byte for byte"
+        );
     }
 
     /// A partition whose parameters and attribute values repeat keeps their dictionaries; one
@@ -879,17 +887,11 @@ mod tests {
                     }
                 }
             }
-            let store = object_store::memory::InMemory::new();
-            let back = tokio::runtime::Builder::new_current_thread()
-                .build()
-                .unwrap()
-                .block_on(async {
-                    let path = crate::store::object_path("", ["records", "t.parquet"]);
-                    use object_store::ObjectStoreExt as _;
-                    store.put(&path, bytes.into()).await.unwrap();
-                    crate::read::read_records(&store, "").await.unwrap()
-                });
-            assert_eq!(back, records, "the records read back byte for byte");
+            assert_eq!(
+                read_back(bytes),
+                records,
+                "the records read back byte for byte"
+            );
             plain
         };
         for column in MIXED_DICTIONARY_COLUMNS {
