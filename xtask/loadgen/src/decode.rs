@@ -25,13 +25,22 @@ pub(crate) struct DecodeArgs {
     rounds: usize,
 }
 
+/// No limit a corpus request could reach: the loops time decoding, not refusals.
+pub(crate) const UNLIMITED: Limits = Limits {
+    body_bytes: usize::MAX / 8,
+    records: usize::MAX,
+};
+
+/// The median of `v` (sorted in place); `v` holds one value at least.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 pub(crate) fn decode(args: &DecodeArgs) -> Result<()> {
     let load = Load::new(args.corpus, 1, args.batch);
     let bodies = &load.bodies[0];
-    let limits = Limits {
-        body_bytes: usize::MAX / 8,
-        records: usize::MAX,
-    };
+    let limits = UNLIMITED;
     let lines: usize = bodies
         .iter()
         .map(|b| otlp::wire_record_count(b).unwrap_or(0))
@@ -68,10 +77,6 @@ pub(crate) fn decode(args: &DecodeArgs) -> Result<()> {
         }
         node_us.push(start.elapsed().as_secs_f64() * 1e6 / lines as f64);
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (p, n) = (median(&mut prost_us), median(&mut node_us));
     println!(
         "prost + into_lines: {p:>6.2} µs/line (median of {})",

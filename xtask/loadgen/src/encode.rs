@@ -13,7 +13,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use bytes::Bytes;
 use ourios_miner::{MinerConfig, SystemClock, TenantMiner};
-use ourios_node::otlp::{self, Format, Limits};
+use ourios_node::otlp::{self, Format};
 use ourios_sinks::{LogRecord, Params, RecordId, Tenant};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -21,6 +21,7 @@ use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 use parquet::schema::types::ColumnPath;
 
+use crate::decode::{UNLIMITED, median};
 use crate::{Corpus, Load};
 
 #[derive(Debug, clap::Args)]
@@ -95,10 +96,6 @@ pub(crate) fn encode(args: &EncodeArgs) -> Result<()> {
             sizes[k] = bytes;
         }
     }
-    let median = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
     let (d, n) = (median(&mut timings[0]), median(&mut timings[1]));
     let per_record = |bytes: usize| bytes as f64 / records as f64;
     println!(
@@ -128,22 +125,21 @@ pub(crate) fn encode(args: &EncodeArgs) -> Result<()> {
 /// and cut into partitions of `partition_bytes` estimated bytes.
 fn partitions(args: &EncodeArgs) -> Result<Vec<Vec<LogRecord>>> {
     let load = Load::new(args.corpus, 1, 1000);
-    let limits = Limits {
-        body_bytes: usize::MAX / 8,
-        records: usize::MAX,
-    };
+    let requests = load.bodies[0]
+        .iter()
+        .map(|body| {
+            otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), UNLIMITED)
+                .map(|(_, lines)| lines)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let tenant = Tenant::new("bench");
     let mut miner = TenantMiner::new("bench", MinerConfig::default(), Arc::new(SystemClock));
-    for body in &load.bodies[0] {
-        let (_, lines) = otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), limits)?;
-        for line in &lines {
-            miner.ingest(&line.body);
-        }
+    for line in requests.iter().flatten() {
+        miner.ingest(&line.body);
     }
     let mut partitions = vec![Vec::new()];
     let mut bytes = 0usize;
-    for (lsn, body) in (1..).zip(&load.bodies[0]) {
-        let (_, lines) = otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), limits)?;
+    for (lsn, lines) in (1..).zip(requests) {
         for (index, line) in (0..).zip(lines) {
             let mined = miner.ingest(&line.body).record;
             let mut params = Params::with_capacity(mined.params.len(), mined.params.text_len());
