@@ -305,8 +305,8 @@ fn ordered_race(
 /// node's ingest: `Wal::submit` and `Turnstile::take` under the order lock, `wait_durable`
 /// outside it).
 /// Mutation check (tried by hand): make `Ticket::wait` return without waiting and loom finds an
-/// interleaving that mines `[1, 3, 2]`. Reasoned, not tried: drop `notify_all` from
-/// `Turnstile::finish` and a waiter is blocked forever.
+/// interleaving that mines `[1, 3, 2]`; make `Turnstile::finish` drop the next ticket's waker
+/// instead of waking it and loom reports a deadlock (a waiter asleep in `thread::park` forever).
 #[test]
 fn loom_one_tenants_frames_are_mined_in_lsn_order_sharing_commits() {
     loom::model(|| {
