@@ -210,7 +210,7 @@ mod tests {
 
     /// Many threads asleep on one turnstile: each turn that ends wakes only the next ticket, so
     /// a waiter sleeps about once whatever its place in the queue. Woken together at every
-    /// turn, the waiters would sleep again and again: the last of 64 about 64 times.
+    /// turn, the waiters would sleep again and again: the last of 64 some 40 times.
     /// Mutation check (by hand): in `finish`, wake every waiting ticket's waker (left in the
     /// map) as well as the next one's, and 64 waiters sleep 1 000-1 400 times (64 without).
     #[test]
