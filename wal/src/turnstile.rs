@@ -135,7 +135,6 @@ impl<'a> Ticket<'a> {
             }
             // The waker is gone: the `finish` that moved `serving` to this turn took it out.
         }
-        drop(turns);
         Turn {
             turnstile,
             turn: self.turn,

@@ -40,7 +40,6 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
 pub(crate) fn decode(args: &DecodeArgs) -> Result<()> {
     let load = Load::new(args.corpus, 1, args.batch);
     let bodies = &load.bodies[0];
-    let limits = UNLIMITED;
     let lines: usize = bodies
         .iter()
         .map(|b| otlp::wire_record_count(b).unwrap_or(0))
@@ -55,7 +54,8 @@ pub(crate) fn decode(args: &DecodeArgs) -> Result<()> {
     );
     // Both ways must make the same lines, or the ratio compares different work.
     for body in bodies {
-        let (_, read) = otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), limits)?;
+        let (_, read) =
+            otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), UNLIMITED)?;
         ensure!(
             read == otlp::into_lines(ExportLogsServiceRequest::decode(&body[..])?),
             "the node's lines differ from prost's"
@@ -72,7 +72,8 @@ pub(crate) fn decode(args: &DecodeArgs) -> Result<()> {
         prost_us.push(start.elapsed().as_secs_f64() * 1e6 / lines as f64);
         let start = Instant::now();
         for body in bodies {
-            let decoded = otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), limits);
+            let decoded =
+                otlp::decode_decompressed(Format::Protobuf, Cow::from(&body[..]), UNLIMITED);
             std::hint::black_box(decoded?);
         }
         node_us.push(start.elapsed().as_secs_f64() * 1e6 / lines as f64);
