@@ -98,14 +98,21 @@ impl Piece {
 /// after a run failed to classify whole, so times and IPv6 addresses stay intact.
 const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"' \t";
 
+/// [`mask_shaped`] for the tests, which read the token's shape here.
+#[cfg(test)]
+pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
+    mask_shaped(token, shape(token.as_bytes()), out)
+}
+
 /// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
+/// `shape` is [`shape`]`(token)`: the tokenizer reads it on its way through the token's bytes.
 ///
 /// On `false` nothing is appended: the token is plain literal text. Pieces cover the token
 /// exactly, in order, and adjacent literal pieces are merged, so the rendering of a token is
 /// unique.
-pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
+pub(crate) fn mask_shaped(token: &str, shape: u8, out: &mut Vec<Piece>) -> bool {
+    debug_assert_eq!(shape, self::shape(token.as_bytes()), "{token:?}");
     let bytes = token.as_bytes();
-    let shape = shape(bytes);
     // Fast path: every class needs a digit, a `/` (paths, URLs) or a `:` (IPv6).
     if shape & (DIGIT | SLASH | COLON) == 0 {
         return false;
@@ -241,7 +248,7 @@ const OTHER: u8 = 32;
 const DELIMITER: u8 = 64;
 
 /// The class of each byte, for [`shape`].
-const CLASS: [u8; 256] = {
+pub(crate) const CLASS: [u8; 256] = {
     let mut table = [OTHER; 256];
     let mut c = 0;
     while c < 256 {
@@ -267,7 +274,7 @@ const CLASS: [u8; 256] = {
 /// Which classes of bytes `b` holds, read in one pass, so that [`classify_with_unit`] skips the
 /// classifiers that cannot match without reading the run once for each (an IPv4 address is
 /// digits, dots and a `/`; an IPv6 address hex digits, colons and dots; hex only hex digits).
-fn shape(b: &[u8]) -> u8 {
+pub(crate) fn shape(b: &[u8]) -> u8 {
     b.iter().fold(0, |acc, &c| acc | CLASS[usize::from(c)])
 }
 

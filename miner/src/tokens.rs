@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use crate::fingerprint::{self, Part};
-use crate::mask::{Piece, mask_token};
+use crate::mask::{CLASS, Piece, mask_shaped, shape};
 
 /// One token of a line: its byte range and its masked pieces (none means plain literal text).
 #[derive(Clone, Debug)]
@@ -56,14 +56,22 @@ impl Tokens {
         // A search for a closing quote failed, so every later one fails too (see
         // `closing_quote`): this keeps a line of unpaired quotes linear.
         let mut unpaired = false;
+        // The open token's shape so far (`mask::shape` of its bytes), for the masker.
+        let mut tok_shape = 0;
         let mut i = 0;
         while i < bytes.len() {
             if SKIP && tok_start.is_some() {
-                // Inside a token an ordinary byte changes nothing: pass the run of them at once.
-                let run = bytes[i..]
-                    .iter()
-                    .take_while(|&&b| IN_TOKEN[usize::from(b)])
-                    .count();
+                // Inside a token an ordinary byte changes nothing but the shape: pass the run of
+                // them at once.
+                let mut run = 0;
+                for &b in &bytes[i..] {
+                    let class = TOKEN_BYTE[usize::from(b)];
+                    if class & ENDS_RUN != 0 {
+                        break;
+                    }
+                    tok_shape |= class;
+                    run += 1;
+                }
                 if run > 0 {
                     i += run;
                     after_quote = false;
@@ -83,7 +91,9 @@ impl Tokens {
                         if tok_start.is_none() {
                             self.seps.push(sep_start..i);
                             tok_start = Some(i);
+                            tok_shape = 0;
                         }
+                        tok_shape |= shape(&bytes[i..=close]);
                         i = close + 1;
                         after_quote = true;
                         continue;
@@ -94,32 +104,35 @@ impl Tokens {
             let separates = c.is_whitespace() || c == ',' || (c == ':' && after_quote);
             match (separates, tok_start) {
                 (true, Some(start)) => {
-                    self.push_token(line, start, i);
+                    self.push_token(line, start, i, tok_shape);
                     tok_start = None;
                     sep_start = i;
                 }
                 (false, None) => {
                     self.seps.push(sep_start..i);
                     tok_start = Some(i);
+                    tok_shape = shape(&bytes[i..i + len]);
                 }
-                _ => {}
+                (false, Some(_)) => tok_shape |= shape(&bytes[i..i + len]),
+                (true, None) => {}
             }
             after_quote = false;
             i += len;
         }
         match tok_start {
             Some(start) => {
-                self.push_token(line, start, line.len());
+                self.push_token(line, start, line.len(), tok_shape);
                 self.seps.push(line.len()..line.len());
             }
             None => self.seps.push(sep_start..line.len()),
         }
     }
 
-    fn push_token(&mut self, line: &str, start: usize, end: usize) {
+    /// `shape` is `mask::shape` of the token's bytes.
+    fn push_token(&mut self, line: &str, start: usize, end: usize, shape: u8) {
         let first = self.pieces.len();
         let text = &line[start..end];
-        mask_token(text, &mut self.pieces);
+        mask_shaped(text, shape, &mut self.pieces);
         let pieces = &self.pieces[first..];
         self.fingerprints.push(if pieces.is_empty() {
             fingerprint::text(text)
@@ -141,13 +154,24 @@ impl Tokens {
     }
 }
 
-/// The bytes that inside a token neither end it nor start a quoted string: ASCII other than
-/// whitespace (as `char::is_whitespace` has it), `,`, `:` and `"`.
-const IN_TOKEN: [bool; 256] = {
-    let mut table = [false; 256];
+/// Set in [`TOKEN_BYTE`] for the bytes that inside a token may end it or start a quoted string:
+/// whitespace (as `char::is_whitespace` has it), `,`, `:`, `"` and every byte of a multi-byte
+/// character. Above the masker's byte classes, which use the low seven bits.
+const ENDS_RUN: u8 = 0x80;
+
+/// Each byte's `mask::CLASS`, with [`ENDS_RUN`] for the bytes that end a run of ordinary ones.
+const TOKEN_BYTE: [u8; 256] = {
+    let mut table = [0; 256];
     let mut b = 0;
-    while b < 128 {
-        table[b] = !matches!(b as u8, b' ' | 0x09..=0x0d | b',' | b':' | b'"');
+    while b < 256 {
+        assert!(
+            CLASS[b] & ENDS_RUN == 0,
+            "the masker's classes fit in seven bits"
+        );
+        table[b] = CLASS[b];
+        if b >= 128 || matches!(b as u8, b' ' | 0x09..=0x0d | b',' | b':' | b'"') {
+            table[b] |= ENDS_RUN;
+        }
         b += 1;
     }
     table
@@ -278,9 +302,11 @@ mod tests {
 
         /// Proves passing a token's ordinary bytes at once splits every line as reading it byte
         /// by byte does: same separators, tokens, masked pieces and fingerprints, over lines of
-        /// quotes, escapes, commas, colons, Unicode spaces and multi-byte text.
-        /// Mutation check (tried by hand): let `IN_TOKEN` hold `:` and this fails, shrinking to
-        /// the line `"":`.
+        /// quotes, escapes, commas, colons, Unicode spaces and multi-byte text; and that both
+        /// hand the masker the shape of the token's bytes (`mask_shaped`'s debug assertion).
+        /// Mutation check (tried by hand): let `TOKEN_BYTE` pass `:` (no `ENDS_RUN`) and this
+        /// fails on a line of quotes and a `:`; leave a quoted string's bytes out of the shape
+        /// and it fails on the assertion.
         #[test]
         fn skipping_ordinary_bytes_splits_as_byte_by_byte(
             line in "[a1: ,\"\\\\\t=/.{}é\u{3000}\u{85}]{0,60}"
