@@ -164,7 +164,8 @@ struct RecordState {
     /// Per tenant, how many records its last partition held when the size trigger cut it: the
     /// tenant's next partition starts with room for that many. A partition that grew by
     /// doubling moved every record it held on each growth and faulted in fresh pages for each
-    /// copy; on a steady tenant the next partition fills to about the same count.
+    /// copy; on a steady tenant the next partition fills to about the same count. The room is
+    /// never more than the target's bytes: each record's estimate counts its own size.
     room: HashMap<Tenant, usize>,
 }
 
