@@ -735,14 +735,15 @@ fn audit_batch(events: &[(u64, AuditEvent)]) -> Result<RecordBatch, EncodeError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use parquet::file::reader::{FileReader, SerializedFileReader};
 
     use super::*;
     use crate::types::{SharedAttributes, Tenant};
 
-    fn record(lsn: u64, body: String) -> LogRecord {
+    /// A record of tenant `t` with `lsn` in its id, its params and its one attribute.
+    pub(crate) fn record(lsn: u64, body: String) -> LogRecord {
         LogRecord {
             wal_id: [7; 16],
             id: RecordId { lsn, index: 0 },

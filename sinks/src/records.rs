@@ -839,26 +839,12 @@ mod tests {
     use super::*;
     use crate::audit::AuditSinkConfig;
 
+    /// Records of one size: `encode`'s test record with another tenant and index.
     fn record(tenant: &str, index: u32) -> LogRecord {
-        LogRecord {
-            id: RecordId { lsn: 1, index },
-            tenant: Tenant::new(tenant),
-            time_unix_nano: 1_700_000_000_000_000_000,
-            observed_time_unix_nano: 1_700_000_000_000_000_001,
-            severity_number: 9,
-            severity_text: "INFO".into(),
-            wal_id: [0; 16],
-            template_key: [7; 16],
-            template_id: 7,
-            template_version: 1,
-            params: vec![format!("p{index}")].into(),
-            body: None,
-            attributes: Default::default(),
-            resource_attributes: Default::default(),
-            trace_id: None,
-            span_id: None,
-            audit_watermark: 0,
-        }
+        let mut record = crate::encode::tests::record(1, String::new());
+        record.tenant = Tenant::new(tenant);
+        record.id.index = index;
+        record
     }
 
     fn room(sink: &SharedParquetSink, tenant: &str) -> usize {
