@@ -87,13 +87,13 @@ impl Tokens {
             };
             if c == '"' && !unpaired {
                 match closing_quote(bytes, i) {
-                    Some(close) => {
+                    Some((close, quoted_shape)) => {
                         if tok_start.is_none() {
                             self.seps.push(sep_start..i);
                             tok_start = Some(i);
                             tok_shape = 0;
                         }
-                        tok_shape |= shape(&bytes[i..=close]);
+                        tok_shape |= quoted_shape;
                         i = close + 1;
                         after_quote = true;
                         continue;
@@ -178,18 +178,25 @@ const TOKEN_BYTE: [u8; 256] = {
 };
 
 /// The index of the `"` that closes the quoted string opened at `open`: the next `"` not
-/// escaped by a `\` (a `\` escapes the byte after it, so in `\\"` the quote closes).
+/// escaped by a `\` (a `\` escapes the byte after it, so in `\\"` the quote closes); and the
+/// string's shape (`mask::shape` of its bytes, both quotes included), read on the same pass.
 ///
 /// When none closes the string opened at `open`, none closes a later one either: a later `"`
 /// at `p` was passed over by this search as the second byte of an escape (or it would have closed
 /// the string), so a search from `p` reads the rest in step with this one and finds the same
 /// nothing.
-fn closing_quote(bytes: &[u8], open: usize) -> Option<usize> {
+fn closing_quote(bytes: &[u8], open: usize) -> Option<(usize, u8)> {
+    let mut quoted_shape = CLASS[usize::from(b'"')];
     let mut j = open + 1;
-    while j < bytes.len() {
-        match bytes[j] {
-            b'\\' => j += 2,
-            b'"' => return Some(j),
+    while let Some(&b) = bytes.get(j) {
+        quoted_shape |= CLASS[usize::from(b)];
+        match b {
+            b'\\' => {
+                let escaped = bytes.get(j + 1).copied().unwrap_or(b'\\');
+                quoted_shape |= CLASS[usize::from(escaped)];
+                j += 2;
+            }
+            b'"' => return Some((j, quoted_shape)),
             _ => j += 1,
         }
     }
@@ -305,8 +312,8 @@ mod tests {
         /// quotes, escapes, commas, colons, Unicode spaces and multi-byte text; and that both
         /// hand the masker the shape of the token's bytes (`mask_shaped`'s debug assertion).
         /// Mutation check (tried by hand): let `TOKEN_BYTE` pass `:` (no `ENDS_RUN`) and this
-        /// fails on a line of quotes and a `:`; leave a quoted string's bytes out of the shape
-        /// and it fails on the assertion.
+        /// fails on a line of quotes and a `:`; leave a quoted string's bytes out of the shape,
+        /// or only the byte a `\\` escapes (`closing_quote`), and it fails on the assertion.
         #[test]
         fn skipping_ordinary_bytes_splits_as_byte_by_byte(
             line in "[a1: ,\"\\\\\t=/.{}é\u{3000}\u{85}]{0,60}"
