@@ -313,7 +313,7 @@ mod tests {
         /// hand the masker the shape of the token's bytes (`mask_shaped`'s debug assertion).
         /// Mutation check (tried by hand): let `TOKEN_BYTE` pass `:` (no `ENDS_RUN`) and this
         /// fails on a line of quotes and a `:`; leave a quoted string's bytes out of the shape,
-        /// or only the byte a `\\` escapes (`closing_quote`), and it fails on the assertion.
+        /// or only the byte a `\` escapes (`closing_quote`), and it fails on the assertion.
         #[test]
         fn skipping_ordinary_bytes_splits_as_byte_by_byte(
             line in "[a1: ,\"\\\\\t=/.{}é\u{3000}\u{85}]{0,60}"
