@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::audit::{AuditEvent, AuditEventKind};
@@ -86,9 +87,13 @@ pub struct TenantMiner {
     /// Keys this miner has handed out an event for since it was built or restored, or since
     /// [`TenantMiner::forget_definitions`]. Per process on purpose: a restored or regenerated
     /// template gets its definition again the first time a record uses it.
-    defined: HashSet<TemplateKey>,
+    /// Keys are hashed with a fast seeded hash: a SipHash per record showed in profiles, and a
+    /// key is a SHA-256 prefix, which no client can steer into one bucket of an unknown seed.
+    defined: HashSet<TemplateKey, foldhash::fast::RandomState>,
     clock: Arc<dyn Clock>,
     scratch: Tokens,
+    /// Where the current line's parameters are ([`Template::params`]), reused line to line.
+    param_ranges: Vec<Range<usize>>,
 }
 
 impl fmt::Debug for TenantMiner {
@@ -121,9 +126,10 @@ impl TenantMiner {
         TenantMiner {
             state,
             keys,
-            defined: HashSet::new(),
+            defined: HashSet::default(),
             clock,
             scratch: Tokens::default(),
+            param_ranges: Vec::new(),
         }
     }
 
@@ -364,7 +370,7 @@ impl TenantMiner {
     }
 
     /// The record of a line that [`TenantMiner::advance`] put in cluster `idx`.
-    fn record(&self, idx: usize, line: &str, view: &LineView<'_>) -> MinedRecord {
+    fn record(&mut self, idx: usize, line: &str, view: &LineView<'_>) -> MinedRecord {
         let st = &self.state;
         let cluster = &st.clusters[idx];
         let n = view.token_count();
@@ -375,7 +381,7 @@ impl TenantMiner {
             template_key: self.keys[idx],
             template_id: idx as u64 + 1,
             template_version: cluster.version,
-            params: cluster.template.params(view),
+            params: cluster.template.params(view, &mut self.param_ranges),
             body: (!confident).then(|| line.to_owned()),
         }
     }

@@ -486,34 +486,36 @@ impl Template {
     }
 
     /// The parameters of `line`, which this template must accept (see [`Template::widened`]),
-    /// in buffers of their exact size: one walk measures them, a second copies them.
-    pub(crate) fn params(&self, line: &LineView<'_>) -> Params {
-        let (mut count, mut bytes) = (0, 0);
-        self.each_param(line, |p| {
-            count += 1;
-            bytes += p.len();
-        });
-        let mut out = Params::with_capacity(count, bytes);
-        self.each_param(line, |p| out.push(p));
+    /// in buffers of their exact size: one walk of the template finds them (their byte ranges
+    /// in the line, into `ranges`, a buffer the caller reuses), then they are copied.
+    pub(crate) fn params(&self, line: &LineView<'_>, ranges: &mut Vec<Range<usize>>) -> Params {
+        ranges.clear();
+        self.each_param(line, |r| ranges.push(r));
+        let bytes = ranges.iter().map(|r| r.len()).sum();
+        let mut out = Params::with_capacity(ranges.len(), bytes);
+        let text = line.text();
+        for r in ranges.iter() {
+            out.push(&text[r.clone()]);
+        }
         out
     }
 
-    /// Calls `f` with each parameter of `line`, in slot order.
-    fn each_param<'a>(&self, line: &LineView<'a>, mut f: impl FnMut(&'a str)) {
+    /// Calls `f` with the byte range in the line of each parameter of `line`, in slot order.
+    fn each_param(&self, line: &LineView<'_>, mut f: impl FnMut(Range<usize>)) {
         for (i, sep) in self.seps.iter().enumerate() {
             if matches!(sep, SepSlot::Any) {
-                f(line.sep(i));
+                f(line.sep_range(i));
             }
             let Some(tok) = self.tokens.get(i) else {
                 break;
             };
             match tok {
-                TokenSlot::Any => f(line.token(i)),
+                TokenSlot::Any => f(line.token_range(i)),
                 TokenSlot::Text(_) => {}
                 TokenSlot::Masked(_) => {
-                    let text = line.token(i);
+                    let start = line.token_range(i).start;
                     for p in line.pieces(i).iter().filter(|p| p.hole.is_some()) {
-                        f(&text[p.range()]);
+                        f(start + p.start..start + p.end);
                     }
                 }
             }

@@ -224,6 +224,21 @@ impl<'a> LineView<'a> {
         &self.line[self.t.seps[i].clone()]
     }
 
+    /// Where separator `i` is in the line.
+    pub(crate) fn sep_range(&self, i: usize) -> Range<usize> {
+        self.t.seps[i].clone()
+    }
+
+    /// Where token `i` is in the line.
+    pub(crate) fn token_range(&self, i: usize) -> Range<usize> {
+        self.t.toks[i].range.clone()
+    }
+
+    /// The line.
+    pub(crate) fn text(&self) -> &'a str {
+        self.line
+    }
+
     /// [`LineView::sep`]'s bytes, without the check that its ends are character boundaries
     /// (they are: `fill` cuts only there).
     pub(crate) fn sep_bytes(&self, i: usize) -> &'a [u8] {
