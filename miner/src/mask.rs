@@ -157,6 +157,12 @@ fn mask_run(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuild
     if start == end {
         return;
     }
+    // A run of a token with delimiters is most often a word: every class needs a digit, a `/`
+    // or a `:`, except a UUID of hex letters only, which is 36 bytes long.
+    if shape & (DIGIT | SLASH | COLON) == 0 && end - start != 36 {
+        b.literal(start, end);
+        return;
+    }
     let run = &token[start..end];
     if let Some((kind, hole_len)) = classify_shaped(run, shape) {
         b.hole(kind, start, start + hole_len);
@@ -872,7 +878,8 @@ mod tests {
         /// Mutation check (tried by hand): drop the whole-token path, swap the delimiter test,
         /// hand a run a shape without its `:` bit, leave the last run's bits in the next
         /// run's shape, let a URL's scheme start with a byte other than a letter or end a
-        /// byte early, and this fails.
+        /// byte early, or pass a run without a digit, `/` or `:` as a word whatever its length
+        /// (a UUID of letters), and this fails.
         #[test]
         fn mask_token_shortcuts_agree_with_the_model(
             token in prop_oneof![
@@ -880,6 +887,7 @@ mod tests {
                 "(\\.{0,2}/[a-z0-9=,.]{0,6}){1,4}",
                 "[a-z]{1,6}://[a-z0-9.:/=?&,]{1,20}",
                 "[{\"a-z]{1,3}[a-z0-9+.-]{0,4}[\":]{1,3}/{0,2}[a-z0-9.:/=\"]{1,12}",
+                "[a-z]{1,4}=[a-f]{8}-[a-f]{4}-[a-f]{4}-[a-f]{4}-[a-f]{12}[,;][a-z]=[0-9]",
                 "[a-z_]{1,8}=([0-9]{1,5}(ms|%)?|[0-9a-f]{8}|[0-9.]{7,15}|[0-9:.]{8,12})[.,]?",
             ]
         ) {
