@@ -87,6 +87,7 @@ pub struct TenantMiner {
     /// Keys this miner has handed out an event for since it was built or restored, or since
     /// [`TenantMiner::forget_definitions`]. Per process on purpose: a restored or regenerated
     /// template gets its definition again the first time a record uses it.
+    ///
     /// Keys are hashed with a fast seeded hash: a SipHash per record showed in profiles, and a
     /// key is a SHA-256 prefix, which no client can steer into one bucket of an unknown seed.
     defined: HashSet<TemplateKey, foldhash::fast::RandomState>,
