@@ -490,7 +490,23 @@ impl Template {
     /// in the line, into `ranges`, a buffer the caller reuses), then they are copied.
     pub(crate) fn params(&self, line: &LineView<'_>, ranges: &mut Vec<Range<usize>>) -> Params {
         ranges.clear();
-        self.each_param(line, |r| ranges.push(r));
+        for (i, sep) in self.seps.iter().enumerate() {
+            if matches!(sep, SepSlot::Any) {
+                ranges.push(line.sep_range(i));
+            }
+            let Some(tok) = self.tokens.get(i) else {
+                break;
+            };
+            match tok {
+                TokenSlot::Any => ranges.push(line.token_range(i)),
+                TokenSlot::Text(_) => {}
+                TokenSlot::Masked(_) => {
+                    let start = line.token_range(i).start;
+                    let holes = line.pieces(i).iter().filter(|p| p.hole.is_some());
+                    ranges.extend(holes.map(|p| start + p.start..start + p.end));
+                }
+            }
+        }
         let bytes = ranges.iter().map(|r| r.len()).sum();
         let mut out = Params::with_capacity(ranges.len(), bytes);
         let text = line.text();
@@ -498,28 +514,6 @@ impl Template {
             out.push(&text[r.clone()]);
         }
         out
-    }
-
-    /// Calls `f` with the byte range in the line of each parameter of `line`, in slot order.
-    fn each_param(&self, line: &LineView<'_>, mut f: impl FnMut(Range<usize>)) {
-        for (i, sep) in self.seps.iter().enumerate() {
-            if matches!(sep, SepSlot::Any) {
-                f(line.sep_range(i));
-            }
-            let Some(tok) = self.tokens.get(i) else {
-                break;
-            };
-            match tok {
-                TokenSlot::Any => f(line.token_range(i)),
-                TokenSlot::Text(_) => {}
-                TokenSlot::Masked(_) => {
-                    let start = line.token_range(i).start;
-                    for p in line.pieces(i).iter().filter(|p| p.hole.is_some()) {
-                        f(start + p.start..start + p.end);
-                    }
-                }
-            }
-        }
     }
 
     /// The template slot by slot, as a snapshot stores it: separators and tokens alternating,

@@ -221,7 +221,7 @@ impl<'a> LineView<'a> {
     }
 
     pub(crate) fn sep(&self, i: usize) -> &'a str {
-        &self.line[self.t.seps[i].clone()]
+        &self.line[self.sep_range(i)]
     }
 
     /// Where separator `i` is in the line.
@@ -242,11 +242,11 @@ impl<'a> LineView<'a> {
     /// [`LineView::sep`]'s bytes, without the check that its ends are character boundaries
     /// (they are: `fill` cuts only there).
     pub(crate) fn sep_bytes(&self, i: usize) -> &'a [u8] {
-        &self.line.as_bytes()[self.t.seps[i].clone()]
+        &self.line.as_bytes()[self.sep_range(i)]
     }
 
     pub(crate) fn token(&self, i: usize) -> &'a str {
-        &self.line[self.t.toks[i].range.clone()]
+        &self.line[self.token_range(i)]
     }
 
     /// The fingerprint of every token, in order.
