@@ -98,20 +98,57 @@ impl Piece {
 /// after a run failed to classify whole, so times and IPv6 addresses stay intact.
 const DELIMITERS: &[u8] = b"=,;|@()[]{}<>\"' \t";
 
-/// [`mask_shaped`] for the tests, which read the token's shape here.
+/// A stretch of a token between two of its [`DELIMITERS`] (or its start or end): where it ends
+/// (at a delimiter's offset, or at the token's length for the last) and its [`shape`].
+///
+/// The tokenizer notes these on its one pass through the line, so the masker does not read a
+/// token with delimiters again to find them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Run {
+    pub(crate) end: usize,
+    pub(crate) shape: u8,
+}
+
+/// The runs of `token`, as [`Tokens::fill`](crate::tokens::Tokens::fill) notes them: one more
+/// than its delimiters, in order. The masker's debug assertion and the tests read them here.
+pub(crate) fn runs(token: &[u8]) -> Vec<Run> {
+    let mut runs = Vec::new();
+    let mut shape = 0;
+    for (i, b) in token.iter().enumerate() {
+        let class = CLASS[usize::from(*b)];
+        if class & DELIMITER != 0 {
+            runs.push(Run { end: i, shape });
+            shape = 0;
+        } else {
+            shape |= class;
+        }
+    }
+    runs.push(Run {
+        end: token.len(),
+        shape,
+    });
+    runs
+}
+
+/// [`mask_shaped`] for the tests, which read the token's shape and runs here.
 #[cfg(test)]
 pub(crate) fn mask_token(token: &str, out: &mut Vec<Piece>) -> bool {
-    mask_shaped(token, shape(token.as_bytes()), out)
+    mask_shaped(token, shape(token.as_bytes()), &runs(token.as_bytes()), out)
 }
 
 /// Masks `token` into `out`, appending its pieces, and reports whether it holds any hole.
-/// `shape` is [`shape`]`(token)`: the tokenizer reads it on its way through the token's bytes.
+/// `shape` is [`shape`]`(token)` and `runs` its [`Run`]s (read only when it holds a delimiter):
+/// the tokenizer reads both on its way through the token's bytes.
 ///
 /// On `false` nothing is appended: the token is plain literal text. Pieces cover the token
 /// exactly, in order, and adjacent literal pieces are merged, so the rendering of a token is
 /// unique.
-pub(crate) fn mask_shaped(token: &str, shape: u8, out: &mut Vec<Piece>) -> bool {
+pub(crate) fn mask_shaped(token: &str, shape: u8, runs: &[Run], out: &mut Vec<Piece>) -> bool {
     debug_assert_eq!(shape, self::shape(token.as_bytes()), "{token:?}");
+    debug_assert!(
+        shape & DELIMITER == 0 || runs == self::runs(token.as_bytes()),
+        "{token:?}"
+    );
     let bytes = token.as_bytes();
     // Fast path: every class needs a digit, a `/` (paths, URLs) or a `:` (IPv6).
     if shape & (DIGIT | SLASH | COLON) == 0 {
@@ -127,21 +164,15 @@ pub(crate) fn mask_shaped(token: &str, shape: u8, out: &mut Vec<Piece>) -> bool 
         // a delimiter among its bytes.
         builder.hole(MaskKind::Path, 0, token.len());
     } else {
-        // Each run's shape is read on the way to its delimiter.
-        let mut run_start = 0;
-        let mut run_shape = 0;
-        for (i, b) in bytes.iter().enumerate() {
-            let class = CLASS[usize::from(*b)];
-            if class & DELIMITER != 0 {
-                mask_run(token, run_start, i, run_shape, &mut builder);
-                builder.literal(i, i + 1);
-                run_start = i + 1;
-                run_shape = 0;
-            } else {
-                run_shape |= class;
+        // Each run, then the delimiter after it (the last run has none).
+        let mut start = 0;
+        for run in runs {
+            mask_run(token, start, run.end, run.shape, &mut builder);
+            if run.end < token.len() {
+                builder.literal(run.end, run.end + 1);
             }
+            start = run.end + 1;
         }
-        mask_run(token, run_start, token.len(), run_shape, &mut builder);
     }
     if builder.holes == 0 {
         out.truncate(mark);
@@ -251,7 +282,7 @@ const SLASH: u8 = 16;
 /// Any other byte.
 const OTHER: u8 = 32;
 /// One of [`DELIMITERS`] (which are also [`OTHER`] bytes).
-const DELIMITER: u8 = 64;
+pub(crate) const DELIMITER: u8 = 64;
 
 /// The class of each byte, for [`shape`].
 pub(crate) const CLASS: [u8; 256] = {

@@ -15,7 +15,7 @@
 use std::ops::Range;
 
 use crate::fingerprint::{self, Part};
-use crate::mask::{CLASS, Piece, mask_shaped, shape};
+use crate::mask::{CLASS, DELIMITER, Piece, Run, mask_shaped, shape};
 
 /// One token of a line: its byte range and its masked pieces (none means plain literal text).
 #[derive(Clone, Debug)]
@@ -33,6 +33,8 @@ pub(crate) struct Tokens {
     /// The fingerprint of each token ([`crate::fingerprint`]).
     fingerprints: Vec<u64>,
     pieces: Vec<Piece>,
+    /// The runs of the token being read (`mask::Run`), handed to the masker when it ends.
+    runs: Vec<Run>,
 }
 
 impl Tokens {
@@ -56,24 +58,32 @@ impl Tokens {
         // A search for a closing quote failed, so every later one fails too (see
         // `closing_quote`): this keeps a line of unpaired quotes linear.
         let mut unpaired = false;
-        // The open token's shape so far (`mask::shape` of its bytes), for the masker.
-        let mut tok_shape = 0;
+        // The open token's bytes so far, for the masker (its runs are in `self.runs`).
+        let mut shapes = Shapes::default();
         let mut i = 0;
         while i < bytes.len() {
-            if SKIP && tok_start.is_some() {
+            if SKIP && let Some(start) = tok_start {
                 // Inside a token an ordinary byte changes nothing but the shape: pass the run of
-                // them at once.
+                // them at once, and a delimiter after it.
                 let mut run = 0;
                 for &b in &bytes[i..] {
                     let class = TOKEN_BYTE[usize::from(b)];
                     if class & ENDS_RUN != 0 {
                         break;
                     }
-                    tok_shape |= class;
+                    shapes.run |= class;
                     run += 1;
                 }
+                i += run;
+                if let Some(&b) = bytes.get(i)
+                    && TOKEN_BYTE[usize::from(b)] == IN_TOKEN_DELIMITER
+                {
+                    shapes.delimiter(&mut self.runs, i - start, CLASS[usize::from(b)]);
+                    i += 1;
+                    after_quote = false;
+                    continue;
+                }
                 if run > 0 {
-                    i += run;
                     after_quote = false;
                     continue;
                 }
@@ -86,34 +96,49 @@ impl Tokens {
                 }
             };
             if c == '"' && !unpaired {
-                match closing_quote(bytes, i) {
-                    Some((close, quoted_shape)) => {
+                // The string is read into a copy of the token's shapes (a new token's if none is
+                // open), kept only if the string closes.
+                let mark = self.runs.len();
+                let (start, mut quoted) = match tok_start {
+                    Some(start) => (start, shapes),
+                    None => {
+                        self.runs.clear();
+                        (i, Shapes::default())
+                    }
+                };
+                match closing_quote(bytes, i, start, &mut quoted, &mut self.runs) {
+                    Some(close) => {
                         if tok_start.is_none() {
                             self.seps.push(sep_start..i);
                             tok_start = Some(i);
-                            tok_shape = 0;
                         }
-                        tok_shape |= quoted_shape;
+                        shapes = quoted;
                         i = close + 1;
                         after_quote = true;
                         continue;
                     }
-                    None => unpaired = true,
+                    None => {
+                        self.runs.truncate(mark);
+                        unpaired = true;
+                    }
                 }
             }
             let separates = c.is_whitespace() || c == ',' || (c == ':' && after_quote);
             match (separates, tok_start) {
                 (true, Some(start)) => {
-                    self.push_token(line, start, i, tok_shape);
+                    let shape = shapes.end(&mut self.runs, i - start);
+                    self.push_token(line, start, i, shape);
                     tok_start = None;
                     sep_start = i;
                 }
                 (false, None) => {
                     self.seps.push(sep_start..i);
                     tok_start = Some(i);
-                    tok_shape = shape(&bytes[i..i + len]);
+                    self.runs.clear();
+                    shapes = Shapes::default();
+                    shapes.char(&mut self.runs, 0, &bytes[i..i + len]);
                 }
-                (false, Some(_)) => tok_shape |= shape(&bytes[i..i + len]),
+                (false, Some(start)) => shapes.char(&mut self.runs, i - start, &bytes[i..i + len]),
                 (true, None) => {}
             }
             after_quote = false;
@@ -121,18 +146,20 @@ impl Tokens {
         }
         match tok_start {
             Some(start) => {
-                self.push_token(line, start, line.len(), tok_shape);
+                let shape = shapes.end(&mut self.runs, line.len() - start);
+                self.push_token(line, start, line.len(), shape);
                 self.seps.push(line.len()..line.len());
             }
             None => self.seps.push(sep_start..line.len()),
         }
     }
 
-    /// `shape` is `mask::shape` of the token's bytes.
+    /// Masks and notes the token at `start..end`: `shape` is `mask::shape` of its bytes and
+    /// `self.runs` holds its runs ([`Shapes::end`]).
     fn push_token(&mut self, line: &str, start: usize, end: usize, shape: u8) {
         let first = self.pieces.len();
         let text = &line[start..end];
-        mask_shaped(text, shape, &mut self.pieces);
+        mask_shaped(text, shape, &self.runs, &mut self.pieces);
         let pieces = &self.pieces[first..];
         self.fingerprints.push(if pieces.is_empty() {
             fingerprint::text(text)
@@ -156,10 +183,15 @@ impl Tokens {
 
 /// Set in [`TOKEN_BYTE`] for the bytes that inside a token may end it or start a quoted string:
 /// whitespace (as `char::is_whitespace` has it), `,`, `:`, `"` and every byte of a multi-byte
-/// character. Above the masker's byte classes, which use the low seven bits.
+/// character; and in [`IN_TOKEN_DELIMITER`]. Above the masker's byte classes, which use the low
+/// seven bits.
 const ENDS_RUN: u8 = 0x80;
 
-/// Each byte's `mask::CLASS`, with [`ENDS_RUN`] for the bytes that end a run of ordinary ones.
+/// [`TOKEN_BYTE`]'s value for the masker's delimiters that do not end a token (`=`, `;`, `(`...):
+/// a run of ordinary bytes stops there, and the token goes on after it.
+const IN_TOKEN_DELIMITER: u8 = ENDS_RUN | 1;
+
+/// Each byte's `mask::CLASS`, or [`ENDS_RUN`] for the bytes that end a run of ordinary ones.
 const TOKEN_BYTE: [u8; 256] = {
     let mut table = [0; 256];
     let mut b = 0;
@@ -168,39 +200,102 @@ const TOKEN_BYTE: [u8; 256] = {
             CLASS[b] & ENDS_RUN == 0,
             "the masker's classes fit in seven bits"
         );
-        table[b] = CLASS[b];
-        if b >= 128 || matches!(b as u8, b' ' | 0x09..=0x0d | b',' | b':' | b'"') {
-            table[b] |= ENDS_RUN;
-        }
+        table[b] = if b >= 128 || matches!(b as u8, b' ' | 0x09..=0x0d | b',' | b':' | b'"') {
+            ENDS_RUN
+        } else if CLASS[b] & DELIMITER != 0 {
+            IN_TOKEN_DELIMITER
+        } else {
+            CLASS[b]
+        };
         b += 1;
     }
     table
 };
 
 /// The index of the `"` that closes the quoted string opened at `open`: the next `"` not
-/// escaped by a `\` (a `\` escapes the byte after it, so in `\\"` the quote closes); and the
-/// string's shape (`mask::shape` of its bytes, both quotes included), read on the same pass.
+/// escaped by a `\` (a `\` escapes the byte after it, so in `\\"` the quote closes). The
+/// string's bytes, both quotes included, are read on the same pass into `shapes` and `runs`, as
+/// bytes of the token that starts at `start`.
 ///
 /// When none closes the string opened at `open`, none closes a later one either: a later `"`
 /// at `p` was passed over by this search as the second byte of an escape (or it would have closed
 /// the string), so a search from `p` reads the rest in step with this one and finds the same
 /// nothing.
-fn closing_quote(bytes: &[u8], open: usize) -> Option<(usize, u8)> {
-    let mut quoted_shape = CLASS[usize::from(b'"')];
+fn closing_quote(
+    bytes: &[u8],
+    open: usize,
+    start: usize,
+    shapes: &mut Shapes,
+    runs: &mut Vec<Run>,
+) -> Option<usize> {
+    shapes.byte(runs, open - start, CLASS[usize::from(b'"')]);
     let mut j = open + 1;
     while let Some(&b) = bytes.get(j) {
-        quoted_shape |= CLASS[usize::from(b)];
+        shapes.byte(runs, j - start, CLASS[usize::from(b)]);
         match b {
             b'\\' => {
-                let escaped = bytes.get(j + 1).copied().unwrap_or(b'\\');
-                quoted_shape |= CLASS[usize::from(escaped)];
+                if let Some(&escaped) = bytes.get(j + 1) {
+                    shapes.byte(runs, j + 1 - start, CLASS[usize::from(escaped)]);
+                }
                 j += 2;
             }
-            b'"' => return Some((j, quoted_shape)),
+            b'"' => return Some(j),
             _ => j += 1,
         }
     }
     None
+}
+
+/// What the bytes of the token [`Tokens::fill`] is reading hold so far (`mask::shape`), for the
+/// masker; the runs they end are noted in a buffer beside it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Shapes {
+    /// The token's bytes up to and including its last delimiter.
+    token: u8,
+    /// Its bytes since: the run it is in.
+    run: u8,
+}
+
+impl Shapes {
+    /// A byte of class `class` (`mask::CLASS`) at `at` in the token.
+    fn byte(&mut self, runs: &mut Vec<Run>, at: usize, class: u8) {
+        if class & DELIMITER == 0 {
+            self.run |= class;
+        } else {
+            self.delimiter(runs, at, class);
+        }
+    }
+
+    /// A delimiter of class `class` at `at` in the token ends the run it is in.
+    fn delimiter(&mut self, runs: &mut Vec<Run>, at: usize, class: u8) {
+        runs.push(Run {
+            end: at,
+            shape: self.run,
+        });
+        self.token |= self.run | class;
+        self.run = 0;
+    }
+
+    /// The token ends `len` bytes from its start: its last run is noted (if it has a delimiter,
+    /// the only case the masker reads them) and its shape returned.
+    fn end(self, runs: &mut Vec<Run>, len: usize) -> u8 {
+        if self.token & DELIMITER != 0 {
+            runs.push(Run {
+                end: len,
+                shape: self.run,
+            });
+        }
+        self.token | self.run
+    }
+
+    /// The character `c` (its bytes) at `at` in the token.
+    fn char(&mut self, runs: &mut Vec<Run>, at: usize, c: &[u8]) {
+        match c {
+            [b] => self.byte(runs, at, CLASS[usize::from(*b)]),
+            // No delimiter is more than a byte long.
+            _ => self.run |= shape(c),
+        }
+    }
 }
 
 /// A tokenized line with its text.
@@ -325,10 +420,13 @@ mod tests {
         /// Proves passing a token's ordinary bytes at once splits every line as reading it byte
         /// by byte does: same separators, tokens, masked pieces and fingerprints, over lines of
         /// quotes, escapes, commas, colons, Unicode spaces and multi-byte text; and that both
-        /// hand the masker the shape of the token's bytes (`mask_shaped`'s debug assertion).
+        /// hand the masker the shape of the token's bytes and its runs between delimiters
+        /// (`mask_shaped`'s debug assertions).
         /// Mutation check (tried by hand): let `TOKEN_BYTE` pass `:` (no `ENDS_RUN`) and this
         /// fails on a line of quotes and a `:`; leave a quoted string's bytes out of the shape,
-        /// or only the byte a `\` escapes (`closing_quote`), and it fails on the assertion.
+        /// or only the byte a `\` escapes (`closing_quote`), and it fails on the assertion; note
+        /// that byte's class without ending a run at it (`"\"\\\t\""`), or let `TOKEN_BYTE`
+        /// pass `=` and `{` as ordinary bytes (`"={"`), and it fails on the runs' assertion.
         #[test]
         fn skipping_ordinary_bytes_splits_as_byte_by_byte(
             line in "[a1: ,\"\\\\\t=/.{}é\u{3000}\u{85}]{0,60}"
