@@ -98,7 +98,6 @@ impl Tokens {
             if c == '"' && !unpaired {
                 // The string is read into a copy of the token's shapes (a new token's if none is
                 // open), kept only if the string closes.
-                let mark = self.runs.len();
                 let (start, mut quoted) = match tok_start {
                     Some(start) => (start, shapes),
                     None => {
@@ -106,6 +105,7 @@ impl Tokens {
                         (i, Shapes::default())
                     }
                 };
+                let mark = self.runs.len();
                 match closing_quote(bytes, i, start, &mut quoted, &mut self.runs) {
                     Some(close) => {
                         if tok_start.is_none() {
@@ -191,7 +191,8 @@ const ENDS_RUN: u8 = 0x80;
 /// a run of ordinary bytes stops there, and the token goes on after it.
 const IN_TOKEN_DELIMITER: u8 = ENDS_RUN | 1;
 
-/// Each byte's `mask::CLASS`, or [`ENDS_RUN`] for the bytes that end a run of ordinary ones.
+/// Each byte's `mask::CLASS`, or [`ENDS_RUN`] for the bytes that end a run of ordinary ones
+/// ([`IN_TOKEN_DELIMITER`] for those of them the token goes on after).
 const TOKEN_BYTE: [u8; 256] = {
     let mut table = [0; 256];
     let mut b = 0;
