@@ -188,13 +188,13 @@ fn mask_run(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuild
     if start == end {
         return;
     }
-    let run = &token[start..end];
     // A run of a token with delimiters is most often a word: every class needs a digit, a `/`
     // or a `:`, except a UUID of hex letters only.
-    if shape & (DIGIT | SLASH | COLON) == 0 && !is_uuid(run.as_bytes()) {
+    if shape & (DIGIT | SLASH | COLON) == 0 && !is_uuid(&token.as_bytes()[start..end]) {
         b.literal(start, end);
         return;
     }
+    let run = &token[start..end];
     if let Some((kind, hole_len)) = classify_shaped(run, shape) {
         b.hole(kind, start, start + hole_len);
         b.literal(start + hole_len, end);
@@ -914,9 +914,9 @@ mod tests {
         /// made of, paths and URLs with delimiters in them, and key=value pairs.
         /// Mutation check (tried by hand): drop the whole-token path, swap the delimiter test,
         /// hand a run a shape without its `:` bit, leave the last run's bits in the next
-        /// run's shape (in `runs`, which the tokenizer's runs are held to), let a URL's scheme start with a byte other than a letter or end a
-        /// byte early, or pass every run without a digit, `/` or `:` as a word (a UUID of
-        /// letters too), and this fails.
+        /// run's shape (in `runs`, which the tokenizer's runs are held to), let a URL's scheme
+        /// start with a byte other than a letter or end a byte early, or pass every run without
+        /// a digit, `/` or `:` as a word (a UUID of letters too), and this fails.
         #[test]
         fn mask_token_shortcuts_agree_with_the_model(
             token in prop_oneof![

@@ -388,14 +388,7 @@ impl Scalar<'_> {
                 Ok(())
             }
             Scalar::Double(d) => write!(out, "{d}"),
-            Scalar::Bytes(bytes) => {
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                for x in bytes {
-                    out.push(char::from(HEX[usize::from(x >> 4)]));
-                    out.push(char::from(HEX[usize::from(x & 0xf)]));
-                }
-                Ok(())
-            }
+            Scalar::Bytes(bytes) => bytes.iter().try_for_each(|x| write!(out, "{x:02x}")),
             Scalar::Strindex(i) => write!(out, "strindex:{i}"),
         };
     }
@@ -604,9 +597,8 @@ mod tests {
         /// The lines read from a request's bytes are the lines prost's decoding and
         /// `into_lines` make of them, for any request and for damaged bytes; and a valid
         /// request with no array value is read by the walk (it does not give every body to
-        /// prost). Mutation check (by hand): render a double with `{:?}`, let a second
-        /// `body` field replace the first instead of giving up, or write a byte's second hex
-        /// digit from its low three bits, and it fails.
+        /// prost). Mutation check (by hand): render a double with `{:?}`, or let a second
+        /// `body` field replace the first instead of giving up, and it fails.
         #[test]
         fn wire_lines_are_what_prost_makes_of_them(
             request in request(),
