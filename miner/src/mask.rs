@@ -210,26 +210,37 @@ fn mask_run(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuild
         return;
     }
     if shape & COLON != 0 {
+        // Each part between the `:`s, its shape read on the way to the next.
         let mut sub_start = start;
-        for (i, c) in run.bytes().enumerate() {
+        let mut sub_shape = 0;
+        for (i, &c) in run.as_bytes().iter().enumerate() {
             if c == b':' {
-                mask_leaf(token, sub_start, start + i, b);
+                mask_leaf(token, sub_start, start + i, sub_shape, b);
                 b.literal(start + i, start + i + 1);
                 sub_start = start + i + 1;
+                sub_shape = 0;
+            } else {
+                sub_shape |= CLASS[usize::from(c)];
             }
         }
-        mask_leaf(token, sub_start, end, b);
+        mask_leaf(token, sub_start, end, sub_shape, b);
     } else {
         b.literal(start, end);
     }
 }
 
-/// Masks the last level: a run with no delimiter and no `:`.
-fn mask_leaf(token: &str, start: usize, end: usize, b: &mut PieceBuilder<'_>) {
+/// Masks the last level: a run with no delimiter and no `:`, of [`shape`] `shape`.
+fn mask_leaf(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuilder<'_>) {
+    debug_assert_eq!(shape, self::shape(&token.as_bytes()[start..end]));
     if start == end {
         return;
     }
-    match classify_with_unit(&token[start..end]) {
+    // A word, as in `mask_run`: no class but a UUID's holds neither a digit nor a `/`.
+    if shape & (DIGIT | SLASH) == 0 && !is_uuid(&token.as_bytes()[start..end]) {
+        b.literal(start, end);
+        return;
+    }
+    match classify_shaped(&token[start..end], shape) {
         Some((kind, hole_len)) => {
             b.hole(kind, start, start + hole_len);
             b.literal(start + hole_len, end);
@@ -710,6 +721,7 @@ mod tests {
             ("10:00:00]", "<TS>]"),
             ("ts=10:00:00,", "ts=<TS>,"),
             ("(id:7)", "(id:<NUM>)"),
+            ("id:abcdefab-abcd-abcd-abcd-abcdefabcdef", "id:<UUID>"),
             ("in=12.5s.", "in=<NUM>s."),
             ("[::1]:443", "[<IPV6>]:<NUM>"),
             ("path=/a/b", "path=<PATH>"),
@@ -915,8 +927,9 @@ mod tests {
         /// Mutation check (tried by hand): drop the whole-token path, swap the delimiter test,
         /// hand a run a shape without its `:` bit, leave the last run's bits in the next
         /// run's shape (in `runs`, which the tokenizer's runs are held to), let a URL's scheme
-        /// start with a byte other than a letter or end a byte early, or pass every run without
-        /// a digit, `/` or `:` as a word (a UUID of letters too), and this fails.
+        /// start with a byte other than a letter or end a byte early, pass every run without
+        /// a digit, `/` or `:` as a word (a UUID of letters too), or every part between a run's
+        /// `:`s without a digit or `/` (`id:` and a UUID of letters), and this fails.
         #[test]
         fn mask_token_shortcuts_agree_with_the_model(
             token in prop_oneof![
@@ -925,6 +938,7 @@ mod tests {
                 "[a-z]{1,6}://[a-z0-9.:/=?&,]{1,20}",
                 "[{\"a-z]{1,3}[a-z0-9+.-]{0,4}[\":]{1,3}/{0,2}[a-z0-9.:/=\"]{1,12}",
                 "[a-z]{1,4}=[a-f]{8}-[a-f]{4}-[a-f]{4}-[a-f]{4}-[a-f]{12}[,;][a-z]=[0-9]",
+                "[a-z]{1,4}:[a-f]{8}-[a-f]{4}-[a-f]{4}-[a-f]{4}-[a-f]{12}(:[a-z0-9]{1,3})?",
                 "[a-z_]{1,8}=([0-9]{1,5}(ms|%)?|[0-9a-f]{8}|[0-9.]{7,15}|[0-9:.]{8,12})[.,]?",
             ]
         ) {
