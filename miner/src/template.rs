@@ -232,6 +232,12 @@ impl Template {
         &self.text[span.range()]
     }
 
+    /// [`Template::str`]'s bytes, without the check that its ends are character boundaries
+    /// (they are: every span is cut where a line's token, separator or piece is).
+    fn bytes(&self, span: Span) -> &[u8] {
+        &self.text.as_bytes()[span.range()]
+    }
+
     /// The pieces of a masked token, its run `pieces` of [`Template::pieces`].
     fn parts(&self, pieces: Span) -> impl Iterator<Item = Part<'_>> {
         self.pieces[pieces.range()].iter().map(|p| match *p {
@@ -358,17 +364,17 @@ impl Template {
     }
 
     /// Whether token slot `i` accepts token `i` of `line` without widening.
+    #[inline]
     fn token_matches(&self, i: usize, line: &LineView<'_>) -> bool {
+        let (text, lp) = line.token_bytes_and_pieces(i);
         match self.tokens[i] {
             TokenSlot::Any => true,
-            TokenSlot::Text(s) => line.pieces(i).is_empty() && self.str(s) == line.token(i),
+            TokenSlot::Text(s) => lp.is_empty() && short_eq(self.bytes(s), text),
             TokenSlot::Masked(p) => {
                 let tp = &self.pieces[p.range()];
-                let lp = line.pieces(i);
-                let text = line.token(i);
                 tp.len() == lp.len()
                     && tp.iter().zip(lp).all(|(t, l)| match (*t, l.hole) {
-                        (TPiece::Lit(s), None) => self.str(s) == &text[l.range()],
+                        (TPiece::Lit(s), None) => short_eq(self.bytes(s), &text[l.range()]),
                         (TPiece::Hole(a), Some(b)) => a == b,
                         _ => false,
                     })
@@ -377,10 +383,24 @@ impl Template {
     }
 
     fn sep_matches(&self, i: usize, line: &LineView<'_>) -> bool {
-        match self.seps[i] {
+        self.sep_slot_matches(self.seps[i], line.sep_bytes(i))
+    }
+
+    #[inline]
+    fn sep_slot_matches(&self, slot: SepSlot, sep: &[u8]) -> bool {
+        match slot {
             SepSlot::Any => true,
-            SepSlot::Lit(s) => short_eq(&self.text.as_bytes()[s.range()], line.sep_bytes(i)),
+            SepSlot::Lit(s) => short_eq(self.bytes(s), sep),
         }
+    }
+
+    /// Whether every separator slot accepts its separator of `line` (of this template's token
+    /// count): [`Template::sep_matches`] for each, in one walk of both.
+    fn seps_match(&self, line: &LineView<'_>) -> bool {
+        self.seps
+            .iter()
+            .zip(line.seps_bytes())
+            .all(|(slot, sep)| self.sep_slot_matches(*slot, sep))
     }
 
     /// Compares `line` (of the same token count) with this template: every slot. The
@@ -458,8 +478,8 @@ impl Template {
 
     fn widened_knowing(&self, line: &LineView<'_>, tokens_equal: bool) -> Option<Template> {
         let n = self.tokens.len();
-        let unchanged = (0..=n).all(|i| self.sep_matches(i, line))
-            && (tokens_equal || (0..n).all(|i| self.token_matches(i, line)));
+        let unchanged =
+            self.seps_match(line) && (tokens_equal || (0..n).all(|i| self.token_matches(i, line)));
         if unchanged {
             return None;
         }
@@ -903,15 +923,39 @@ fn token_slot(pieces: &mut Vec<ParsedPiece>, lit: &mut String) -> Option<ParsedT
 
 /// Whether `a` and `b` are the same bytes, compared in line when they are short. A separator
 /// is a byte or two, and a line has one per token: calling `memcmp` for each cost more than the
-/// comparisons (16 % of the miner's time on the synthetic corpus, most of it the calls).
+/// comparisons (16 % of the miner's time on the synthetic corpus, most of it the calls). Tokens
+/// and their literal pieces are most often under 16 bytes too: from 4 bytes on, two loads of a
+/// word from each side cover them, the first and the last word (overlapping when the length is
+/// under twice the word's).
 #[inline]
 fn short_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len()
-        && if a.len() <= 8 {
-            a.iter().zip(b).all(|(x, y)| x == y)
-        } else {
-            a == b
-        }
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0 => true,
+        // The first, middle and last byte are every byte of one to three.
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=7 => ends_eq::<4>(a, b),
+        8..=16 => ends_eq::<8>(a, b),
+        _ => a == b,
+    }
+}
+
+/// Whether the first `N` bytes and the last `N` bytes of `a` and `b` agree: all of them, for two
+/// slices of one length from `N` to `2 * N` (never called with less; it says `false` then).
+#[inline]
+fn ends_eq<const N: usize>(a: &[u8], b: &[u8]) -> bool {
+    match (
+        a.first_chunk::<N>(),
+        b.first_chunk::<N>(),
+        a.last_chunk::<N>(),
+        b.last_chunk::<N>(),
+    ) {
+        (Some(a0), Some(b0), Some(a1), Some(b1)) => a0 == b0 && a1 == b1,
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -995,6 +1039,27 @@ mod tests {
             prop_assert_eq!(&*template.text, literal.as_str());
             let reparsed = Template::parse(&template.to_string()).unwrap();
             prop_assert_eq!(reparsed.to_string(), template.to_string());
+        }
+    }
+
+    /// Proves `short_eq` is byte equality at every length it reads in words and past them: for
+    /// each length to 40 bytes, a slice equals its copy and differs from the copy with any one
+    /// byte changed (so each of its loads must see every byte) or with a byte more.
+    /// Mutation check (by hand): compare the first byte of three twice instead of the middle
+    /// one, or let the 8-byte words cover 17 bytes, and the byte left unread is found.
+    #[test]
+    fn short_eq_is_byte_equality() {
+        for n in 0..=40u8 {
+            let a: Vec<u8> = (0..n).map(|i| i.wrapping_mul(37)).collect();
+            assert!(short_eq(&a, &a.clone()), "{n} bytes");
+            for at in 0..a.len() {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!short_eq(&a, &b), "{n} bytes, byte {at} changed");
+            }
+            let mut longer = a.clone();
+            longer.push(0);
+            assert!(!short_eq(&a, &longer), "{n} bytes and one more");
         }
     }
 }

@@ -345,6 +345,22 @@ impl<'a> LineView<'a> {
         &self.line[self.token_range(i)]
     }
 
+    /// Token `i`'s bytes (without the check that its ends are character boundaries) and its
+    /// pieces, for the comparison of a template's slot with it: one lookup of the token.
+    pub(crate) fn token_bytes_and_pieces(&self, i: usize) -> (&'a [u8], &'a [Piece]) {
+        let tok = &self.t.toks[i];
+        (
+            &self.line.as_bytes()[tok.range.clone()],
+            &self.t.pieces[tok.pieces.clone()],
+        )
+    }
+
+    /// Every separator's bytes ([`LineView::sep_bytes`]), in order.
+    pub(crate) fn seps_bytes(&self) -> impl Iterator<Item = &'a [u8]> {
+        let bytes = self.line.as_bytes();
+        self.t.seps.iter().map(move |r| &bytes[r.clone()])
+    }
+
     /// The fingerprint of every token, in order.
     pub(crate) fn fingerprints(&self) -> &'a [u64] {
         &self.t.fingerprints
