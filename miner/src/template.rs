@@ -397,6 +397,8 @@ impl Template {
     /// Whether every separator slot accepts its separator of `line` (of this template's token
     /// count): [`Template::sep_matches`] for each, in one walk of both.
     fn seps_match(&self, line: &LineView<'_>) -> bool {
+        // Zipped, a line of another count would be compared on its shorter part; none is.
+        debug_assert_eq!(self.seps.len(), line.token_count() + 1);
         self.seps
             .iter()
             .zip(line.seps_bytes())
