@@ -188,9 +188,8 @@ fn mask_run(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuild
     if start == end {
         return;
     }
-    // A run of a token with delimiters is most often a word: every class needs a digit, a `/`
-    // or a `:`, except a UUID of hex letters only.
-    if shape & (DIGIT | SLASH | COLON) == 0 && !is_uuid(&token.as_bytes()[start..end]) {
+    // A run of a token with delimiters is most often a word.
+    if is_word(&token.as_bytes()[start..end], shape) {
         b.literal(start, end);
         return;
     }
@@ -235,8 +234,7 @@ fn mask_leaf(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuil
     if start == end {
         return;
     }
-    // A word, as in `mask_run`: no class but a UUID's holds neither a digit nor a `/`.
-    if shape & (DIGIT | SLASH) == 0 && !is_uuid(&token.as_bytes()[start..end]) {
+    if is_word(&token.as_bytes()[start..end], shape) {
         b.literal(start, end);
         return;
     }
@@ -247,6 +245,12 @@ fn mask_leaf(token: &str, start: usize, end: usize, shape: u8, b: &mut PieceBuil
         }
         None => b.literal(start, end),
     }
+}
+
+/// Whether a run (or a part of one between `:`s) of [`shape`] `shape` is no class: every class
+/// needs a digit, a `/` or a `:`, except a UUID of hex letters only.
+fn is_word(run: &[u8], shape: u8) -> bool {
+    shape & (DIGIT | SLASH | COLON) == 0 && !is_uuid(run)
 }
 
 struct PieceBuilder<'a> {
