@@ -10,7 +10,8 @@
 //! byte offset. Per tenant it keeps the frontier `X_t` and snapshot mark `S_t` (each file
 //! replaced atomically, never moving back, `S_t <= X_t`, stamps clamped below in-memory holds)
 //! with the miner's snapshot bytes, replays each frame tagged `Skipped`, `RegenerationOnly` or
-//! `Normal` (DESIGN §7), and deletes sealed segments every tenant in them has passed.
+//! `Normal` (DESIGN §7), and deletes sealed segments every tenant in them has passed (renamed
+//! aside, then cut down and removed a step at a time, outside the lock commits take).
 //!
 //! Criteria proved here: DESIGN §7 (group commit and ack-after-sync, torn tail vs corruption,
 //! replay modes, bounded disk) and the WAL's side of I1 (an acknowledged frame survives SIGKILL,

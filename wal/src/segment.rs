@@ -14,9 +14,20 @@ use crate::types::{Lsn, TenantId};
 
 const SEGMENT_SUFFIX: &str = ".wal";
 
+/// Appended to a segment's name when truncation retires it: recovery does not read a retired
+/// file, it removes it.
+const RETIRED_SUFFIX: &str = ".retired";
+
 /// File name of the segment whose first frame is `base`.
 pub(crate) fn segment_name(base: Lsn) -> String {
     format!("{:020}{SEGMENT_SUFFIX}", base.0)
+}
+
+/// The name a segment at `path` is retired under before it is removed.
+pub(crate) fn retired_path(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(RETIRED_SUFFIX);
+    PathBuf::from(name)
 }
 
 /// Parses a segment file name. `Ok(None)`: not a segment file; `Err`: a `.wal` file whose
@@ -106,7 +117,17 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Ope
 /// Lists, validates and heals the segments in `dir`.
 pub(crate) fn scan(io: &dyn WalIo, dir: &Path) -> Result<Scan, OpenError> {
     let mut bases = Vec::new();
+    let mut retired = false;
     for name in io.list_dir(dir).map_err(io_err("listing", dir))? {
+        let segment = name.strip_suffix(RETIRED_SUFFIX).map(parse_segment_name);
+        if matches!(segment, Some(Ok(Some(_)))) {
+            // Truncation retired it and a crash came before it was removed.
+            let path = dir.join(name);
+            io.remove_file(&path)
+                .map_err(io_err("removing retired", &path))?;
+            retired = true;
+            continue;
+        }
         match parse_segment_name(&name) {
             Ok(Some(base)) => bases.push((base, dir.join(name))),
             Ok(None) => {}
@@ -116,6 +137,9 @@ pub(crate) fn scan(io: &dyn WalIo, dir: &Path) -> Result<Scan, OpenError> {
                 });
             }
         }
+    }
+    if retired {
+        io.sync_dir(dir).map_err(io_err("syncing", dir))?;
     }
     bases.sort_by_key(|(base, _)| *base);
 

@@ -300,6 +300,9 @@ struct LogState {
     active: Active,
     /// Sealed segments, oldest first. Everything in them is synced.
     sealed: Vec<SegmentMeta>,
+    /// Segments truncation renamed to their retired names and has yet to remove (a removal
+    /// that failed, or the directory sync before it): the next truncation tries again.
+    retired: Vec<PathBuf>,
     replays_live: usize,
 }
 
@@ -499,6 +502,7 @@ impl Wal {
             log: Mutex::new(LogState {
                 active,
                 sealed,
+                retired: Vec::new(),
                 replays_live: 0,
             }),
             marks: Mutex::new(marks),

@@ -26,7 +26,7 @@ pub enum FaultPoint {
     DirSync,
     /// [`WalIo::rename`].
     Rename,
-    /// [`WalIo::remove_file`].
+    /// [`WalIo::remove_file`] and [`WalIo::remove_gradually`].
     Remove,
 }
 
@@ -307,6 +307,11 @@ impl WalIo for FaultyIo {
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.check(FaultPoint::Remove, path)?;
         self.inner.remove_file(path)
+    }
+
+    fn remove_gradually(&self, path: &Path, step: u64) -> io::Result<()> {
+        self.check(FaultPoint::Remove, path)?;
+        self.inner.remove_gradually(path, step)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

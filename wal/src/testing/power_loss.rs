@@ -356,6 +356,24 @@ impl WalIo for PowerLossIo {
         Ok(())
     }
 
+    fn remove_gradually(&self, path: &Path, _step: u64) -> io::Result<()> {
+        let mut fs = lock(&self.fs);
+        fs.call()?;
+        let inode = fs.inode(path)?;
+        // The cuts change the file's length, which may reach the disk at any moment: modelled
+        // as all of them reaching it at once, before the name's removal does.
+        if let Some(f) = fs.files.get_mut(&inode) {
+            f.data.clear();
+            f.synced = 0;
+        }
+        fs.change(Change {
+            path: path.to_owned(),
+            inode: None,
+            removed: None,
+        });
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         let mut fs = lock(&self.fs);
         fs.call()?;
