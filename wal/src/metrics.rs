@@ -10,6 +10,9 @@ pub const APPEND_ERRORS: &str = "ourios.wal.append_errors";
 pub const SYNCS: &str = "ourios.wal.syncs";
 /// Histogram: frames covered by one group-commit sync (how well commits are shared).
 pub const SYNC_BATCH_FRAMES: &str = "ourios.wal.sync_batch_frames";
+/// Histogram: seconds one group commit took, from taking the log lock through the write and
+/// its `fdatasync` (a rotation on the way included); every frame of the batch waited this long.
+pub const COMMIT_SECONDS: &str = "ourios.wal.commit_seconds";
 /// Counter: frame bytes written to segment files (headers included).
 pub const BYTES: &str = "ourios.wal.bytes";
 /// Gauge: segment files currently on disk (sealed plus the active one).

@@ -365,15 +365,19 @@ async fn acknowledged_requests_are_counted_on_metrics() {
     let requests = ourios_node::metrics::INGEST_REQUESTS;
     let records = ourios_node::metrics::INGEST_RECORDS;
     let acks = "ourios.ingest.ack_seconds_count";
-    let (req0, rec0, ack0) = (
+    let commits = "ourios.wal.commit_seconds_count";
+    let (req0, rec0, ack0, commit0) = (
         metric(&node, requests, &[]).await,
         metric(&node, records, &[]).await,
         metric(&node, acks, &[]).await,
+        metric(&node, commits, &[]).await,
     );
     let (status, _) = post_logs(&node, "acme", &request(&lines(7, 1))).await;
     assert_eq!(status, 200);
     assert!(metric(&node, requests, &[]).await >= req0 + 1.0);
     assert!(metric(&node, records, &[]).await >= rec0 + 7.0);
     assert!(metric(&node, acks, &[]).await >= ack0 + 1.0);
+    // The request's frame reached the disk in a group commit, and the commit was timed.
+    assert!(metric(&node, commits, &[]).await >= commit0 + 1.0);
     node.shutdown().await.unwrap();
 }

@@ -105,7 +105,9 @@ impl Wal {
             batch: Some((first, last)),
             done: false,
         };
+        let started = Instant::now();
         let result = self.write_batch(&batch);
+        let took = started.elapsed();
         let (frames, bytes) = (batch.frames.len() as u64, batch.bytes.len() as u64);
         let mut lags = Vec::new();
         let mut state = lock(&self.commit);
@@ -156,6 +158,7 @@ impl Wal {
             metrics::counter!(m::SYNCS).increment(1);
             metrics::counter!(m::BYTES).increment(bytes);
             metrics::histogram!(m::SYNC_BATCH_FRAMES).record(frames as f64);
+            metrics::histogram!(m::COMMIT_SECONDS).record(took.as_secs_f64());
             for (tenant, lag) in lags {
                 metrics::gauge!(m::TENANT_FRONTIER_LAG, &tenant_label(&tenant)).set(lag as f64);
             }
