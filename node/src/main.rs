@@ -251,6 +251,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     )
     .await?;
     let r = &node.recovery;
+    let grpc_served = if node.grpc_addr.is_some() {
+        "OTLP/gRPC (LogsService/Export on `grpc`), "
+    } else {
+        ""
+    };
     tracing::info!(
         listen = %node.addr,
         grpc = %node.grpc_addr.map_or_else(|| "off".to_owned(), |a| a.to_string()),
@@ -261,8 +266,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         frames_skipped = r.skipped,
         intents_landed = r.intents_landed,
         intents_republished = r.intents_resealed,
-        "serving OTLP/HTTP (POST /v1/logs), OTLP/gRPC (LogsService/Export on `grpc`), the Loki \
-         API (GET /loki/api/v1/...), GET /metrics, GET /healthz, GET /readyz"
+        "serving OTLP/HTTP (POST /v1/logs), {grpc_served}the Loki API (GET /loki/api/v1/...), \
+         GET /metrics, GET /healthz, GET /readyz"
     );
     if r.pre_intent_records > 0 {
         tracing::warn!(

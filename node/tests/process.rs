@@ -58,6 +58,56 @@ fn ready_file_and_json_log_are_machine_readable() {
         .find(|e| e["fields"]["message"] == "stopped: final cut published")
         .unwrap_or_else(|| panic!("no final-cut event: {log}"));
     assert_eq!(stopped["fields"]["records"], 1, "{stopped}");
+    let serving = serving_event(&events, &log);
+    assert!(serving["fields"]["grpc"] != "off", "{serving}");
+    assert!(
+        serving["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("OTLP/gRPC")),
+        "the listener is up, so the startup line names it: {serving}"
+    );
+}
+
+/// Proves the startup line names only what the node serves: with `--grpc-listen off` it says
+/// `grpc=off` and does not claim OTLP/gRPC among the endpoints (an operator reading it would
+/// point an exporter at a port nobody listens on).
+#[test]
+fn startup_line_does_not_claim_grpc_when_it_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(proc::node_binary());
+    cmd.arg("serve").arg("--data-dir").arg(dir.path()).args([
+        "--listen",
+        "127.0.0.1:0",
+        "--grpc-listen",
+        "off",
+        "--log-format",
+        "json",
+    ]);
+    let mut node = Served::start(cmd, None).unwrap();
+    let exit = node.terminate(GUARD).unwrap();
+    assert!(exit.success(), "{exit}: {}", node.log_text());
+    let log = node.log_text();
+    let events: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let serving = serving_event(&events, &log);
+    assert_eq!(serving["fields"]["grpc"], "off", "{serving}");
+    let message = serving["fields"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("OTLP/HTTP"), "{serving}");
+    assert!(!message.contains("gRPC"), "{serving}");
+}
+
+/// The event the node logs once it serves, from a `--log-format json` log.
+fn serving_event<'a>(events: &'a [serde_json::Value], log: &str) -> &'a serde_json::Value {
+    events
+        .iter()
+        .find(|e| {
+            e["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("serving OTLP/HTTP"))
+        })
+        .unwrap_or_else(|| panic!("no serving event: {log}"))
 }
 
 /// Proves the binary reports its allocator's memory, the figures an operator watches against
