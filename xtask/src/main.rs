@@ -209,7 +209,9 @@ fn fuzz_in_ci(root: &Path) -> Result<()> {
         );
         return Ok(());
     }
-    fuzz(root, &["--secs".into(), "10".into()])
+    // Unoptimised: the step is a smoke run of each target, and an optimised sanitizer build of
+    // the node's dependencies took most of the step's time; the long form stays optimised.
+    fuzz(root, &["--secs".into(), "10".into(), "--dev".into()])
 }
 
 fn step(name: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
@@ -533,19 +535,26 @@ const FUZZ_TARGETS: &[&str] = &[
     "template_parse",
 ];
 
-/// `cargo xtask fuzz [target] [--secs N]`: runs each cargo-fuzz target (or one) for N seconds
-/// (60) with the preinstalled nightly toolchain and prints the executions libFuzzer reports.
+/// `cargo xtask fuzz [target] [--secs N] [--dev]`: runs each cargo-fuzz target (or one) for N
+/// seconds (60) with the preinstalled nightly toolchain and prints the executions libFuzzer
+/// reports. The targets are built optimised unless `--dev` (CI's short form: a build of a few
+/// minutes instead of many, and fewer executions a second).
 /// A crash fails the task; libFuzzer leaves the input in `xtask/fuzz/artifacts/<target>/`, and it
 /// becomes a regression test. Needs `cargo install --locked cargo-fuzz`.
 fn fuzz(root: &Path, args: &[String]) -> Result<()> {
     let mut secs = 60u64;
     let mut only: Option<&str> = None;
+    let mut dev = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--secs" => secs = secs_value(it.next())?,
+            "--dev" => dev = true,
             t if FUZZ_TARGETS.contains(&t) => only = Some(t),
-            other => bail!("fuzz: unknown target or flag `{other}` (targets: {FUZZ_TARGETS:?})"),
+            other => bail!(
+                "fuzz: unknown target or flag `{other}` (targets: {FUZZ_TARGETS:?}; flags: \
+                 --secs N, --dev)"
+            ),
         }
     }
     let fuzz_dir = root.join("xtask").join("fuzz");
@@ -559,6 +568,7 @@ fn fuzz(root: &Path, args: &[String]) -> Result<()> {
         let mut cmd = Command::new("cargo");
         cmd.args(["+nightly", "fuzz", "run", "--fuzz-dir"])
             .arg(&fuzz_dir)
+            .args(dev.then_some("--dev"))
             .arg(target)
             .arg(&corpus)
             .arg("--")
