@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 
+mod body;
 mod corpus;
 mod decode;
 mod encode;
@@ -56,6 +57,9 @@ enum Cmd {
     Fill(read::FillArgs),
     /// Time the read path on a filled store, and DuckDB on the same files.
     Read(read::ReadArgs),
+    /// Write one OTLP/HTTP protobuf request body to a file (from a corpus, or a text file's
+    /// lines), for a client such as ApacheBench that repeats one body.
+    Body(body::BodyArgs),
     /// The miner alone on a corpus, in process, on one core (lines/s, templates made).
     Mine(mine::MineArgs),
     /// The node's request decoding alone, in process, on one core, against prost's.
@@ -170,6 +174,7 @@ fn main() -> Result<()> {
         }
         Cmd::Fill(args) => read::fill(&args),
         Cmd::Read(args) => read::read(&args),
+        Cmd::Body(args) => body::body(&args),
         Cmd::Mine(args) => mine::mine(&args),
         Cmd::Decode(args) => decode::decode(&args),
         Cmd::Encode(args) => encode::encode(&args),
