@@ -358,3 +358,29 @@ fn guarded(
     }
     false
 }
+
+/// Every package of the read path's SQL engine (`datafusion*`, `sqlparser*` in Cargo.lock) has
+/// its unoptimised `[profile.dev.package.NAME]` in the workspace's Cargo.toml: Cargo has no
+/// wildcard for them, and an upgrade that adds one would quietly build it optimised.
+/// Mutation check (by hand): deleting the `datafusion-sql` section fails this naming it.
+#[test]
+fn tidy_sql_engine_builds_unoptimised_in_tests() {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let engine: Vec<&str> = lock
+        .lines()
+        .filter_map(|l| l.strip_prefix("name = \""))
+        .filter_map(|l| l.strip_suffix('"'))
+        .filter(|n| n.starts_with("datafusion") || n.starts_with("sqlparser"))
+        .collect();
+    assert!(!engine.is_empty(), "Cargo.lock names no datafusion package");
+    let missing: Vec<&&str> = engine
+        .iter()
+        .filter(|n| !manifest.contains(&format!("[profile.dev.package.{n}]\nopt-level = 0")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "Cargo.toml builds these SQL-engine packages optimised in tests; add \
+         `[profile.dev.package.NAME]` with `opt-level = 0` for each: {missing:?}"
+    );
+}
