@@ -7,8 +7,6 @@ use std::io::BufRead as _;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, ensure};
-use ourios_testkit::otlp;
-use prost::Message;
 
 use crate::{Corpus, Rng, corpus};
 
@@ -54,16 +52,16 @@ pub(crate) fn body(args: &BodyArgs) -> Result<()> {
                 lines.len(),
                 args.lines
             );
-            (from_lines(&lines), path.display().to_string())
+            let records = lines.iter().map(|line| ((9, "INFO"), line));
+            (
+                crate::request_of("bench-body", records),
+                path.display().to_string(),
+            )
         }
         None => {
             let mut rng = Rng::with_seed(0x9e37_79b9_7f4a_7c15);
-            let bytes = match args.corpus {
-                Corpus::Synthetic => crate::request(&mut rng, 0, args.lines),
-                Corpus::Realistic => corpus::Corpus::new(0x5eed)
-                    .request(&mut rng, 0, args.lines)
-                    .encode_to_vec(),
-            };
+            let realistic = corpus::Corpus::new(0x5eed);
+            let bytes = args.corpus.request(&realistic, &mut rng, 0, args.lines);
             (bytes, format!("the {} corpus", args.corpus))
         }
     };
@@ -80,24 +78,10 @@ pub(crate) fn body(args: &BodyArgs) -> Result<()> {
     Ok(())
 }
 
-/// One request holding `lines` as INFO records of one resource, stamped now.
-fn from_lines(lines: &[String]) -> Vec<u8> {
-    let now = otlp::now_nanos();
-    let records = lines
-        .iter()
-        .zip(0u64..)
-        .map(|(line, i)| otlp::record((now + i, now + i), (9, "INFO"), line, Vec::new()))
-        .collect();
-    let resource = vec![
-        otlp::attr("service.name", "bench-body"),
-        otlp::attr("host.name", "bench-host"),
-    ];
-    otlp::request(resource, records).encode_to_vec()
-}
-
 #[cfg(test)]
 mod tests {
     use opentelemetry_proto::tonic::collector::logs::v1::ExportLogsServiceRequest;
+    use prost::Message;
 
     use super::*;
 

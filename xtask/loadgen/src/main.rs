@@ -249,6 +249,20 @@ impl std::fmt::Display for Corpus {
 }
 
 impl Corpus {
+    /// One encoded request of `batch` records of this corpus for `tenant`.
+    fn request(
+        self,
+        realistic: &corpus::Corpus,
+        rng: &mut Rng,
+        tenant: usize,
+        batch: usize,
+    ) -> Vec<u8> {
+        match self {
+            Corpus::Synthetic => request(rng, tenant, batch),
+            Corpus::Realistic => realistic.request(rng, tenant, batch).encode_to_vec(),
+        }
+    }
+
     /// One log line of this corpus (`realistic` is the realistic corpus's templates).
     fn line(self, realistic: &corpus::Corpus, rng: &mut Rng) -> String {
         match self {
@@ -284,15 +298,26 @@ fn severity(rng: &mut Rng) -> (i32, &'static str) {
 }
 
 fn request(rng: &mut Rng, tenant: usize, batch: usize) -> Vec<u8> {
+    let records: Vec<_> = (0..batch).map(|_| (severity(rng), body(rng))).collect();
+    request_of(&format!("svc-{tenant}"), records)
+}
+
+/// One encoded request of `records` (severity, body; no attributes) under one resource named
+/// `service`, stamped now a nanosecond apart.
+fn request_of<S: AsRef<str>>(
+    service: &str,
+    records: impl IntoIterator<Item = ((i32, &'static str), S)>,
+) -> Vec<u8> {
     let now = otlp::now_nanos();
-    let records = (0..batch as u64)
-        .map(|i| {
-            let severity = severity(rng);
-            otlp::record((now + i, now + i), severity, &body(rng), Vec::new())
+    let records = records
+        .into_iter()
+        .zip(0u64..)
+        .map(|((severity, body), i)| {
+            otlp::record((now + i, now + i), severity, body.as_ref(), Vec::new())
         })
         .collect();
     let resource = vec![
-        otlp::attr("service.name", &format!("svc-{tenant}")),
+        otlp::attr("service.name", service),
         otlp::attr("host.name", "bench-host"),
     ];
     otlp::request(resource, records).encode_to_vec()
@@ -323,10 +348,7 @@ impl Load {
         let bodies = (0..tenants)
             .map(|t| {
                 (0..POOL)
-                    .map(|_| match corpus {
-                        Corpus::Synthetic => request(&mut rng, t, batch),
-                        Corpus::Realistic => realistic.request(&mut rng, t, batch).encode_to_vec(),
-                    })
+                    .map(|_| corpus.request(&realistic, &mut rng, t, batch))
                     .collect()
             })
             .collect();
